@@ -1,0 +1,1 @@
+"""`servesim cost`, `models`, `gpus`, `calibrate`: registered here."""

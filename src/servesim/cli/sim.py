@@ -1,0 +1,1 @@
+"""Simulation commands: demo, trace, lesson, conform."""

@@ -1,0 +1,1 @@
+"""`servesim workload ...`: registered here."""

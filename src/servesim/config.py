@@ -1,0 +1,92 @@
+"""Engine configuration, with vLLM's knob names verbatim."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+
+from servesim.errors import ConfigError
+
+PREEMPTION_MODES = ("recompute", "swap")
+QUEUE_POLICIES = ("fcfs", "priority")
+DEFAULT_CHUNKED_BUDGET = 2048
+
+
+@dataclass(frozen=True, slots=True)
+class EngineConfig:
+    # token budget per step; None = 2048 with chunked prefill (vLLM's online-serving default), else max_model_len
+    max_num_batched_tokens: int | None = None
+    max_num_seqs: int = 256
+    enable_chunked_prefill: bool = True
+    long_prefill_token_threshold: int = 0  # 0 = off
+    max_model_len: int | None = None  # None = longest request in the workload
+    block_size: int = 16
+    num_gpu_blocks: int | None = None  # None = unlimited KV (or derived from GPU memory by a cost model)
+    watermark: float = 0.0  # fraction of num_gpu_blocks kept free when admitting
+    scheduler_reserve_full_isl: bool = True
+    policy: str = "fcfs"  # queue order: fcfs | priority (vLLM's --scheduling-policy)
+    async_scheduling: bool = False
+    preemption_mode: str = "recompute"  # recompute | swap
+    swap_space: int | None = None  # host pool in blocks (swap mode); None = unlimited
+    kv_bytes_per_token: int = 131072  # 2 x 32 layers x 8 kv heads x 128 head_dim x 2 bytes (Llama-3-8B)
+    pcie_bandwidth: float = 32e9  # bytes/s, host <-> GPU for swapping (PCIe 4.0 x16)
+
+    def __post_init__(self) -> None:
+        for name in ("max_num_seqs", "block_size"):
+            _positive(name, getattr(self, name))
+        for name in ("max_num_batched_tokens", "max_model_len", "num_gpu_blocks"):
+            if getattr(self, name) is not None:
+                _positive(name, getattr(self, name))
+        if self.num_gpu_blocks is not None and self.num_gpu_blocks < 2:
+            raise ConfigError(f"num_gpu_blocks must be >= 2 (one block is reserved), got {self.num_gpu_blocks}")
+        _non_negative("long_prefill_token_threshold", self.long_prefill_token_threshold)
+        if self.swap_space is not None:
+            _non_negative("swap_space", self.swap_space)
+        if not 0.0 <= self.watermark < 1.0:
+            raise ConfigError(f"watermark must be a fraction in [0, 1), got {self.watermark}")
+        if self.policy not in QUEUE_POLICIES:
+            raise ConfigError(f"unknown queue policy {self.policy!r}; valid: {', '.join(QUEUE_POLICIES)}")
+        if self.preemption_mode not in PREEMPTION_MODES:
+            raise ConfigError(
+                f"unknown preemption_mode {self.preemption_mode!r}; valid: {', '.join(PREEMPTION_MODES)}"
+            )
+        if self.pcie_bandwidth <= 0 or self.kv_bytes_per_token <= 0:
+            raise ConfigError("pcie_bandwidth and kv_bytes_per_token must be > 0")
+
+    def resolved(self, longest_request: int) -> EngineConfig:
+        """Fill defaults that depend on the workload, then validate the whole as vLLM does."""
+        cfg = self
+        if cfg.max_model_len is None:
+            cfg = replace(cfg, max_model_len=longest_request)
+        if cfg.max_num_batched_tokens is None:
+            budget = DEFAULT_CHUNKED_BUDGET if cfg.enable_chunked_prefill else cfg.max_model_len
+            cfg = replace(cfg, max_num_batched_tokens=budget)
+        if not cfg.enable_chunked_prefill and cfg.max_num_batched_tokens < cfg.max_model_len:
+            raise ConfigError(
+                f"max_num_batched_tokens ({cfg.max_num_batched_tokens}) is smaller than max_model_len "
+                f"({cfg.max_model_len}) with chunked prefill off: the longest prompt could never be scheduled. "
+                "Raise max_num_batched_tokens or enable chunked prefill."
+            )
+        if cfg.max_num_batched_tokens < cfg.max_num_seqs:
+            raise ConfigError(
+                f"max_num_batched_tokens ({cfg.max_num_batched_tokens}) must be >= max_num_seqs "
+                f"({cfg.max_num_seqs})"
+            )
+        return cfg
+
+    @property
+    def usable_blocks(self) -> int | None:
+        return None if self.num_gpu_blocks is None else self.num_gpu_blocks - 1
+
+    @classmethod
+    def field_names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(cls))
+
+
+def _positive(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+
+
+def _non_negative(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigError(f"{name} must be an integer >= 0, got {value!r}")

@@ -1,0 +1,39 @@
+"""The lesson's toy cost and the unit (step-clock) cost."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from servesim.cost.base import StepShape
+
+
+@dataclass(frozen=True, slots=True)
+class ToyCost:
+    """The lesson's cost: 1 ms per decoding request plus 0.1 ms per prefill token, plus an optional overhead."""
+
+    decode_ms: float = 1.0
+    prefill_token_ms: float = 0.1
+    overhead_ms: float = 0.0
+    name: str = "toy"
+
+    def __post_init__(self) -> None:
+        for field in ("decode_ms", "prefill_token_ms", "overhead_ms"):
+            if getattr(self, field) < 0:
+                raise ValueError(f"{field} must be >= 0 ms, got {getattr(self, field)}")
+
+    def step_time(self, shape: StepShape) -> float:
+        ms = self.overhead_ms
+        for n, decode in zip(shape.num_new_tokens, shape.is_decode):
+            ms += self.decode_ms if decode else n * self.prefill_token_ms
+        return ms / 1000.0
+
+
+@dataclass(frozen=True, slots=True)
+class UnitCost:
+    """Every step lasts exactly `step_duration` (default 1.0 s): a step clock, as in the conformance fixtures."""
+
+    step_duration: float = 1.0
+    name: str = "unit"
+
+    def step_time(self, shape: StepShape) -> float:
+        return self.step_duration

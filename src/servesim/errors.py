@@ -1,0 +1,13 @@
+"""Errors a user can cause. The CLI prints them in one line and exits 2; nothing else is caught."""
+
+
+class ServesimError(Exception):
+    """Base class for errors caused by user input (bad flag, bad file, impossible configuration)."""
+
+
+class ConfigError(ServesimError, ValueError):
+    """A configuration that cannot work, rejected before simulating (as vLLM validates it)."""
+
+
+class WorkloadError(ServesimError, ValueError):
+    """A workload file or specification that cannot be read. The message names file, line, column, value."""

@@ -1,0 +1,121 @@
+"""The frozen per-step record and the per-request timeline.
+
+Everything downstream (metrics, explanations, exports, timelines) reads only these. Field names are those of
+the conformance traces recorded from vLLM v1 (`../shared/conformance/traces/`).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+
+class Kind(str, enum.Enum):
+    PREFILL = "prefill"  # the request has not sampled since its last admission
+    DECODE = "decode"
+
+
+class Reason(str, enum.Enum):
+    """Why a request that could have run got nothing in a step."""
+
+    TOKEN_BUDGET = "token_budget"  # max_num_batched_tokens spent
+    MAX_NUM_SEQS = "max_num_seqs"  # the running set is full
+    KV_BLOCKS = "kv_blocks"  # not enough free KV blocks
+    ADMISSION_FROZEN = "admission_frozen"  # a preemption this step stops all admissions (vLLM)
+    BLOCKED_BEHIND_HEAD = "blocked_behind_head"  # the head of the queue could not be admitted; no skipping
+    BATCH_CLOSED = "batch_closed"  # static batching: nothing joins a running batch
+    PREEMPTED = "preempted"  # was preempted in this step
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduledEntry:
+    id: str
+    num_scheduled_tokens: int
+    kind: Kind
+    num_computed_tokens_before: int
+    num_tokens_before: int  # prompt + outputs so far
+    resumed: bool  # first step after a preemption
+    samples_token: bool  # the chunk reaches num_tokens, so one token is sampled
+    num_blocks: int  # KV blocks held after this step's allocation
+
+
+@dataclass(frozen=True, slots=True)
+class Waiting:
+    """A request that got nothing this step, and why. `detail` carries numbers (e.g. blocks needed vs free)."""
+
+    id: str
+    reason: Reason
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Preemption:
+    """One preemption event, as the ledger keeps it."""
+
+    step: int
+    id: str
+    mode: str  # "recompute" | "swap" | "recompute (swap pool full)"
+    tokens_discarded: int  # computed tokens thrown away (recompute), else 0
+    bytes_moved: int  # KV bytes copied to host (swap), else 0
+    blocks_freed: int
+    swap_time: float  # seconds added to the step for the copy out (swap)
+    repeat: bool  # the victim had been preempted before (thrash)
+
+
+@dataclass(frozen=True, slots=True)
+class StepRecord:
+    step: int
+    start_time: float  # seconds
+    duration: float  # seconds, cost model plus swap traffic
+    arrivals: tuple[str, ...]
+    scheduled: tuple[ScheduledEntry, ...]
+    preempted: tuple[str, ...]
+    finished: tuple[str, ...]  # produced their last token in this step
+    waiting: tuple[Waiting, ...]  # requests present that got nothing, with why
+    num_running_after: int
+    num_waiting_after: int
+    free_blocks_after_schedule: int | None  # None when KV is unlimited
+    free_blocks_after_step: int | None
+    token_budget: int
+    swap_in_blocks: int = 0
+    swap_out_blocks: int = 0
+    finished_observed: tuple[str, ...] = ()  # async scheduling: finishes whose blocks come back this step
+
+    @property
+    def end_time(self) -> float:
+        return self.start_time + self.duration
+
+    @property
+    def total_scheduled_tokens(self) -> int:
+        return sum(e.num_scheduled_tokens for e in self.scheduled)
+
+    @property
+    def num_decodes(self) -> int:
+        return sum(e.kind is Kind.DECODE for e in self.scheduled)
+
+    @property
+    def prefill_tokens(self) -> int:
+        return sum(e.num_scheduled_tokens for e in self.scheduled if e.kind is Kind.PREFILL)
+
+
+@dataclass(frozen=True, slots=True)
+class RequestTimeline:
+    """One request's life in seconds: arrival, first scheduled, every token, finish."""
+
+    id: str
+    arrival_time: float
+    prompt_len: int
+    output_len: int
+    first_scheduled_time: float | None
+    token_times: tuple[float, ...]
+    finish_time: float | None
+    num_preemptions: int
+    priority: int = 0
+
+    @property
+    def ttft(self) -> float | None:
+        return self.token_times[0] - self.arrival_time if self.token_times else None
+
+    @property
+    def e2el(self) -> float | None:
+        return None if self.finish_time is None else self.finish_time - self.arrival_time

@@ -1,0 +1,80 @@
+"""A request as the workload describes it, and its mutable state inside the engine.
+
+Field names follow vLLM v1 (`num_computed_tokens`, `num_output_tokens`, `num_tokens`).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+
+class RequestStatus(enum.Enum):
+    WAITING = "waiting"  # not yet admitted, or preempted by recompute and back in the queue
+    RUNNING = "running"
+    SWAPPED = "swapped"  # preempted by swap: its KV sits in the host pool
+    FINISHED = "finished"
+
+
+def _check_count(name: str, value: object, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    if value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value}")
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """What arrives: an id, an arrival time in seconds, and how many tokens go in and come out."""
+
+    request_id: str
+    arrival_time: float
+    prompt_len: int
+    output_len: int
+    priority: int = 0  # lower runs first (vLLM's priority policy)
+
+    def __post_init__(self) -> None:
+        _check_count("prompt_len", self.prompt_len, 1)
+        _check_count("output_len", self.output_len, 1)
+        if isinstance(self.priority, bool) or not isinstance(self.priority, int):
+            raise TypeError(f"priority must be an integer, got {self.priority!r}")
+        t = self.arrival_time
+        if isinstance(t, bool) or not isinstance(t, int | float) or not t >= 0 or t == float("inf"):
+            raise ValueError(f"arrival_time must be a finite number of seconds >= 0, got {t!r}")
+
+
+@dataclass(slots=True, eq=False)
+class RequestState:
+    """The engine's view of one request. Mutated only by the engine's verbs (admit, allocate, preempt, finish)."""
+
+    request: Request
+    index: int  # position in the workload, the tie-breaker everywhere
+    status: RequestStatus = RequestStatus.WAITING
+    num_computed_tokens: int = 0
+    num_output_tokens: int = 0
+    num_blocks: int = 0  # KV blocks held on the GPU
+    num_swapped_blocks: int = 0  # KV blocks held in the host pool (swap mode)
+    sampled_since_admission: bool = False  # vLLM's prefill/decode distinction for the step record
+    resumed: bool = False  # set on (re)admission after a preemption, cleared after the next step
+    num_preemptions: int = 0
+    # timeline (seconds); token_times[i] is when output token i was produced
+    first_scheduled_time: float | None = None
+    token_times: list[float] = field(default_factory=list)
+    finish_time: float | None = None
+
+    @property
+    def request_id(self) -> str:
+        return self.request.request_id
+
+    @property
+    def num_tokens(self) -> int:
+        """Prompt plus outputs so far: what the KV cache must eventually hold."""
+        return self.request.prompt_len + self.num_output_tokens
+
+    @property
+    def num_tokens_needed(self) -> int:
+        return self.num_tokens - self.num_computed_tokens
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status is RequestStatus.FINISHED
