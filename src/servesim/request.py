@@ -73,6 +73,9 @@ class RequestState:
 
     @property
     def num_tokens_needed(self) -> int:
+        """Tokens to compute before the next sample; 0 once finished (async: waiting for release)."""
+        if self.status is RequestStatus.FINISHED:
+            return 0
         return self.num_tokens - self.num_computed_tokens
 
     @property

@@ -1,0 +1,152 @@
+"""The iteration loop: arrivals in, the policy picks the step's work, the cost model times it, the clock moves.
+
+One clock in seconds. At time `now` every request with `arrival_time <= now` joins the queue; the policy
+schedules; the step lasts `cost.step_time(shape)` (plus any swap traffic); a chunk that reaches the end of a
+request's known tokens samples one token at the step's end; the step that samples a request's last token
+finishes it. When nothing can run, the clock jumps to the next arrival. No randomness, no wall clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from servesim.config import EngineConfig
+from servesim.cost import CostModel, StepShape, get_cost_model
+from servesim.errors import ConfigError
+from servesim.kv import blocks_for
+from servesim.policies import make_scheduler, policy_class
+from servesim.records import Kind, RequestTimeline, ScheduledEntry, StepRecord
+from servesim.request import Request, RequestState, RequestStatus
+from servesim.result import SimResult
+
+RECORD_LEVELS = ("full", "steps", "summary")
+
+
+def resolve_config(config: EngineConfig, policy: str, requests: Sequence[Request]) -> EngineConfig:
+    """Fill workload-dependent defaults and reject what cannot work, before simulating (as vLLM validates)."""
+    if not policy_class(policy).chunked:
+        config = replace(config, enable_chunked_prefill=False)
+    longest = max((r.prompt_len + r.output_len for r in requests), default=1)
+    cfg = config.resolved(longest)
+    for r in requests:
+        if r.prompt_len + r.output_len > cfg.max_model_len:
+            raise ConfigError(
+                f"request {r.request_id}: prompt {r.prompt_len} + output {r.output_len} tokens exceeds "
+                f"max_model_len {cfg.max_model_len}"
+            )
+        if cfg.usable_blocks is not None:
+            # the last output token is never fed back, so the cache holds at most prompt + output - 1 tokens
+            need = blocks_for(r.prompt_len + r.output_len - 1, cfg.block_size)
+            if need > cfg.usable_blocks:
+                raise ConfigError(
+                    f"request {r.request_id} needs {need} KV blocks of {cfg.block_size} tokens but the whole pool "
+                    f"has {cfg.usable_blocks} usable (num_gpu_blocks {cfg.num_gpu_blocks} minus vLLM's null block)"
+                )
+    return cfg
+
+
+def simulate(
+    requests: Sequence[Request],
+    config: EngineConfig | None = None,
+    policy: str = "vllm",
+    cost: CostModel | str = "toy",
+    record: str = "full",
+) -> SimResult:
+    """Run `requests` through `policy` and return step records, per-request timelines and preemptions."""
+    if record not in RECORD_LEVELS:
+        raise ConfigError(f"unknown record level {record!r}; valid: {', '.join(RECORD_LEVELS)}")
+    cost_model = get_cost_model(cost) if isinstance(cost, str) else cost
+    cfg = resolve_config(config or EngineConfig(), policy, requests)
+    sched = make_scheduler(policy, cfg, explain=record == "full")
+    order = sorted(range(len(requests)), key=lambda i: (requests[i].arrival_time, i))
+    states = [RequestState(requests[i], i) for i in order]
+    swap_seconds_per_block = cfg.block_size * cfg.kv_bytes_per_token / cfg.pcie_bandwidth
+
+    steps: list[StepRecord] = []
+    preemptions = []
+    now, step, nxt, n_done = 0.0, 0, 0, 0
+    arrivals: list[str] = []
+    release: list[RequestState] = []  # async scheduling: finished, blocks and seat come back after next step
+    while n_done < len(states) or release:  # async: the last seats come back in one more step
+        while nxt < len(states) and states[nxt].request.arrival_time <= now:
+            sched.add_request(states[nxt])
+            arrivals.append(states[nxt].request_id)
+            nxt += 1
+        sched.step_index = step
+        out = sched.schedule()
+        if not out.scheduled and not out.preempted and not release:
+            if nxt == len(states):
+                raise RuntimeError(f"no request can run at t={now} and none will arrive (a servesim bug)")
+            now = max(now, states[nxt].request.arrival_time)
+            continue
+        free_after_schedule = sched.kv.free_blocks
+
+        # the step's shape and duration
+        sched_items = list(out.scheduled.items())
+        shape = StepShape(
+            tuple(n for _, n in sched_items),
+            tuple(s.num_computed_tokens for s, _ in sched_items),
+            tuple(s.sampled_since_admission for s, _ in sched_items),
+            sum(s.num_computed_tokens + n == s.num_tokens for s, n in sched_items),
+        )
+        swap_time = (out.swap_in_blocks + out.swap_out_blocks) * swap_seconds_per_block
+        duration = cost_model.step_time(shape) + swap_time
+        end = now + duration
+
+        entries = []
+        if record != "summary":
+            entries = [
+                ScheduledEntry(
+                    s.request_id, n, Kind.DECODE if s.sampled_since_admission else Kind.PREFILL,
+                    s.num_computed_tokens, s.num_tokens, s in out.resumed,
+                    s.num_computed_tokens + n == s.num_tokens, s.num_blocks,
+                )
+                for s, n in sched_items
+            ]
+
+        # run it: advance computed tokens, sample, finish
+        observed = [s.request_id for s in release]
+        for s in release:
+            sched.finish(s)
+        release = []
+        finished: list[str] = []
+        for s, n in sched_items:
+            if s.first_scheduled_time is None:
+                s.first_scheduled_time = now
+            s.num_computed_tokens += n
+            if s.num_computed_tokens == s.num_tokens:
+                s.num_output_tokens += 1
+                s.token_times.append(end)
+                s.sampled_since_admission = True
+                if s.num_output_tokens == s.request.output_len:
+                    s.finish_time = end
+                    finished.append(s.request_id)
+                    n_done += 1
+                    if cfg.async_scheduling:
+                        s.status = RequestStatus.FINISHED
+                        release.append(s)
+                    else:
+                        sched.finish(s)
+        preemptions.extend(out.preemptions)
+        if record != "summary":
+            steps.append(StepRecord(
+                step=step, start_time=now, duration=duration, arrivals=tuple(arrivals),
+                scheduled=tuple(entries), preempted=tuple(s.request_id for s in out.preempted),
+                finished=tuple(finished), waiting=tuple(out.waiting),
+                num_running_after=len(sched.running), num_waiting_after=len(sched.waiting) + len(sched.swapped),
+                free_blocks_after_schedule=free_after_schedule, free_blocks_after_step=sched.kv.free_blocks,
+                token_budget=cfg.max_num_batched_tokens, swap_in_blocks=out.swap_in_blocks,
+                swap_out_blocks=out.swap_out_blocks, finished_observed=tuple(observed),
+            ))
+        arrivals = []
+        now = end
+        step += 1
+
+    timelines = [None] * len(states)
+    for s in states:
+        timelines[s.index] = RequestTimeline(
+            s.request_id, s.request.arrival_time, s.request.prompt_len, s.request.output_len,
+            s.first_scheduled_time, tuple(s.token_times), s.finish_time, s.num_preemptions, s.request.priority,
+        )
+    return SimResult(policy, cost_model.name, cfg, tuple(steps), tuple(timelines), tuple(preemptions))

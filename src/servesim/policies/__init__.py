@@ -1,0 +1,29 @@
+"""Scheduling policies, chosen by name. Each is one readable `schedule()` over the shared scheduler state."""
+
+from __future__ import annotations
+
+from servesim.config import EngineConfig
+from servesim.errors import ConfigError
+from servesim.policies.base import Scheduler, SchedulerOutput
+from servesim.policies.static import StaticScheduler
+from servesim.policies.vllm import ContinuousScheduler, VLLMScheduler
+
+POLICIES: dict[str, type[Scheduler]] = {
+    "static": StaticScheduler,
+    "continuous": ContinuousScheduler,
+    "vllm": VLLMScheduler,
+}
+
+
+def policy_class(name: str) -> type[Scheduler]:
+    try:
+        return POLICIES[name]
+    except KeyError:
+        raise ConfigError(f"unknown policy {name!r}; valid: {', '.join(POLICIES)}") from None
+
+
+def make_scheduler(name: str, config: EngineConfig, explain: bool = True) -> Scheduler:
+    return policy_class(name)(config, explain=explain)
+
+
+__all__ = ["POLICIES", "Scheduler", "SchedulerOutput", "make_scheduler", "policy_class"]

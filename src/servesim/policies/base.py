@@ -1,0 +1,132 @@
+"""State and verbs shared by every policy: the queues, the KV cache, admit, preempt, finish.
+
+A policy is a `Scheduler` subclass with one `schedule()` that decides a step's work; mutation goes through the
+verbs here so that every policy keeps the same books (KV blocks, preemption ledger, reasons).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from servesim.config import EngineConfig
+from servesim.kv import KVCache, blocks_for
+from servesim.policies.queue import make_queue
+from servesim.records import Preemption, Reason, Waiting
+from servesim.request import RequestState, RequestStatus
+
+
+@dataclass(slots=True)
+class SchedulerOutput:
+    """One step's decisions, before the step runs."""
+
+    scheduled: dict[RequestState, int] = field(default_factory=dict)  # request -> new tokens, in order
+    preempted: list[RequestState] = field(default_factory=list)
+    preemptions: list[Preemption] = field(default_factory=list)  # ledger entries made this step
+    waiting: list[Waiting] = field(default_factory=list)  # who got nothing, and why
+    resumed: set[RequestState] = field(default_factory=set)  # (re)admitted after a preemption this step
+    swap_in_blocks: int = 0
+    swap_out_blocks: int = 0
+
+
+class Scheduler:
+    name = "base"
+    chunked = True  # False: prompts are never split, and the budget defaults to max_model_len
+
+    def __init__(self, config: EngineConfig, explain: bool = True) -> None:
+        self.config = config
+        self.explain = explain  # build the per-request reasons (skipped for summary-only runs)
+        self.kv = KVCache(config.block_size, config.num_gpu_blocks, config.swap_space)
+        self.waiting = make_queue(config.policy)
+        self.running: list[RequestState] = []
+        self.swapped: deque[RequestState] = deque()
+        self.step_index = 0
+        self.out = SchedulerOutput()
+
+    # -- the engine's side ------------------------------------------------------------------------------------
+    def add_request(self, s: RequestState) -> None:
+        self.waiting.add(s)
+
+    def has_work(self) -> bool:
+        return bool(self.running or len(self.waiting) or self.swapped)
+
+    def schedule(self) -> SchedulerOutput:
+        raise NotImplementedError
+
+    def finish(self, s: RequestState) -> None:
+        """The request produced its last token: free its blocks and its seat."""
+        s.status = RequestStatus.FINISHED
+        self.kv.free(s)
+        self.running.remove(s)
+
+    # -- verbs for policies -------------------------------------------------------------------------------------
+    def admit(self, s: RequestState, num_new_tokens: int) -> None:
+        """Move `s` from a queue into the running list with `num_new_tokens` scheduled (blocks already checked)."""
+        s.status = RequestStatus.RUNNING
+        s.sampled_since_admission = False
+        self.running.append(s)
+        self.out.scheduled[s] = num_new_tokens
+
+    def preempt(self, victim: RequestState) -> None:
+        """Take `victim` off the GPU: by recompute (drop its KV) or by swap (copy its KV to the host pool)."""
+        out, cfg, kv = self.out, self.config, self.kv
+        self.running.remove(victim)
+        blocks = victim.num_blocks
+        repeat = victim.num_preemptions > 0
+        victim.num_preemptions += 1
+        victim.sampled_since_admission = False
+        if cfg.preemption_mode == "swap" and kv.can_swap_out(victim):
+            kv.swap_out(victim)
+            nbytes = blocks * cfg.block_size * cfg.kv_bytes_per_token
+            out.swap_out_blocks += blocks
+            victim.status = RequestStatus.SWAPPED
+            self.swapped.append(victim)
+            entry = Preemption(self.step_index, victim.request_id, "swap", 0, nbytes, blocks,
+                               nbytes / cfg.pcie_bandwidth, repeat)
+        else:
+            mode = "recompute" if cfg.preemption_mode == "recompute" else "recompute (swap pool full)"
+            discarded = victim.num_computed_tokens
+            kv.free(victim)
+            victim.num_computed_tokens = 0
+            victim.status = RequestStatus.WAITING
+            self.waiting.push_front(victim)
+            entry = Preemption(self.step_index, victim.request_id, mode, discarded, 0, blocks, 0.0, repeat)
+        out.preempted.append(victim)
+        out.preemptions.append(entry)
+
+    def swap_in(self, s: RequestState, num_new_tokens: int) -> None:
+        self.out.swap_in_blocks += self.kv.swap_in(s)
+        self.kv.allocate(s, s.num_computed_tokens + num_new_tokens)
+        self.out.resumed.add(s)
+        self.admit(s, num_new_tokens)
+
+    def admission_blocks(self, s: RequestState) -> int:
+        """Blocks a queued request must find free to be admitted (vLLM's `scheduler_reserve_full_isl`)."""
+        return blocks_for(s.num_tokens, self.config.block_size)
+
+    def watermark_blocks(self) -> int:
+        cfg = self.config
+        if cfg.num_gpu_blocks is None or not self.running:
+            return 0
+        return int(cfg.watermark * cfg.num_gpu_blocks)
+
+    # -- reasons ----------------------------------------------------------------------------------------------
+    def note(self, s: RequestState, reason: Reason, detail: str = "") -> None:
+        if self.explain:
+            self.out.waiting.append(Waiting(s.request_id, reason, detail))
+
+    def note_rest(self, requests, head_reason: Reason, head_detail: str = "") -> None:
+        """The head of a queue got `head_reason`; everyone behind it waits on the head (no skipping)."""
+        if not self.explain:
+            return
+        shared = head_reason in (Reason.MAX_NUM_SEQS, Reason.TOKEN_BUDGET, Reason.ADMISSION_FROZEN,
+                                 Reason.BATCH_CLOSED)
+        head = None
+        for s in requests:
+            if head is None:
+                head = s
+                self.note(s, head_reason, head_detail)
+            elif shared:
+                self.note(s, head_reason, head_detail)
+            else:
+                self.note(s, Reason.BLOCKED_BEHIND_HEAD, f"behind {head.request_id}")

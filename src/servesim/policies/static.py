@@ -1,0 +1,46 @@
+"""Request-level (static) batching: a batch forms, runs to completion, and only then does the next one form."""
+
+from __future__ import annotations
+
+from servesim.policies.base import Scheduler, SchedulerOutput
+from servesim.records import Reason
+from servesim.request import RequestState
+
+
+class StaticScheduler(Scheduler):
+    name = "static"
+    chunked = False
+
+    def schedule(self) -> SchedulerOutput:
+        self.out = out = SchedulerOutput()
+        if self.running:  # a batch is in flight: its unfinished members decode; nothing joins
+            for req in self.running:
+                if req.num_tokens_needed:
+                    out.scheduled[req] = req.num_tokens_needed
+            self.note_rest(self.waiting, Reason.BATCH_CLOSED, "the running batch must finish first")
+            return out
+        # a new batch: up to max_num_seqs waiting requests, prompts prefilled together in one step.
+        # NOTE: a static batch cannot preempt, so it reserves KV for each member's whole prompt + output.
+        budget = self.config.max_num_batched_tokens
+        while len(self.waiting):
+            req = self.waiting.peek()
+            why = self._cannot_admit(req, budget)
+            if why:
+                self.note_rest(self.waiting, *why)
+                break
+            self.kv.allocate(req, req.request.prompt_len + req.request.output_len)
+            self.waiting.pop()
+            self.admit(req, req.num_tokens_needed)
+            budget -= req.num_tokens_needed
+        return out
+
+    def _cannot_admit(self, req: RequestState, budget: int) -> tuple[Reason, str] | None:
+        if len(self.running) >= self.config.max_num_seqs:
+            return Reason.MAX_NUM_SEQS, f"{len(self.running)} in the batch = max_num_seqs"
+        if req.num_tokens_needed > budget:
+            return Reason.TOKEN_BUDGET, f"prompt of {req.num_tokens_needed} tokens, {budget} left"
+        full = req.request.prompt_len + req.request.output_len
+        need = self.kv.blocks_needed(req, full)
+        if not self.kv.can_fit(need):
+            return Reason.KV_BLOCKS, f"needs {need} blocks for its whole length, {self.kv.free_blocks} free"
+        return None

@@ -1,0 +1,123 @@
+"""vLLM v1's scheduler: one token budget, running requests first, then waiting ones.
+
+"There's no decoding phase nor prefill phase": each request needs `num_tokens - num_computed_tokens` tokens and
+gets min(that, the long-prefill threshold, what is left of the budget), so a long prompt is chunked and mixed with
+decodes. Rules as observed in vLLM 0.33.0; see docs/vllm-fidelity.md and ../shared/conformance.
+"""
+
+from __future__ import annotations
+
+from servesim.kv import blocks_for
+from servesim.policies.base import Scheduler, SchedulerOutput
+from servesim.records import Reason
+from servesim.request import RequestState
+
+
+class VLLMScheduler(Scheduler):
+    name = "vllm"
+
+    def schedule(self) -> SchedulerOutput:
+        self.out = out = SchedulerOutput()
+        cfg, kv, running = self.config, self.kv, self.running
+        budget = cfg.max_num_batched_tokens
+        # NOTE: a lone request is never capped by long_prefill_token_threshold.
+        many = len(running) + len(self.waiting) + len(self.swapped) > 1
+        cap = cfg.long_prefill_token_threshold if many else 0
+
+        # running: in admission order; on a KV shortfall preempt until the request fits
+        i = 0
+        while i < len(running) and budget > 0:
+            req = running[i]
+            n = min(req.num_tokens_needed, budget, cap or budget)
+            if n == 0:  # async scheduling: finished, waiting for its blocks to be released
+                i += 1
+                continue
+            while not kv.allocate(req, req.num_computed_tokens + n):
+                victim = self.pick_victim()
+                if victim in out.scheduled:  # priority: an already scheduled request gives its tokens back
+                    budget += out.scheduled.pop(victim)
+                    i -= 1
+                self.preempt(victim)
+                if victim is req:
+                    break
+            else:
+                out.scheduled[req] = n
+                budget -= n
+                i += 1
+                continue
+            if cfg.policy == "fcfs":
+                break  # the request being scheduled was the last one running: nothing left to scan
+        if self.explain:
+            for req in running[i:]:
+                if req not in out.scheduled and req.num_tokens_needed:
+                    self.note(req, Reason.TOKEN_BUDGET, "budget spent on requests ahead")
+
+        # waiting: only when nothing was preempted this step; in queue order, never skipping the head
+        if out.preempted:
+            self.note_rest(self.swapped, Reason.ADMISSION_FROZEN, "a request was preempted this step")
+            self.note_rest(self.waiting, Reason.ADMISSION_FROZEN, "a request was preempted this step")
+            return out
+        budget = self._swap_in(budget, cap)
+        if self.swapped:
+            self.note_rest(self.waiting, Reason.BLOCKED_BEHIND_HEAD, "swapped requests resume first")
+            return out
+        while len(self.waiting):
+            req = self.waiting.peek()
+            why = self._cannot_admit(req, budget)
+            if why:
+                self.note_rest(self.waiting, *why)
+                break
+            n = min(req.num_tokens_needed, budget, cap or budget)
+            kv.allocate(req, n)
+            self.waiting.pop()
+            if req.num_preemptions:
+                out.resumed.add(req)
+            self.admit(req, n)
+            budget -= n
+        return out
+
+    def _cannot_admit(self, req: RequestState, budget: int) -> tuple[Reason, str] | None:
+        cfg = self.config
+        if len(self.running) >= cfg.max_num_seqs:
+            return Reason.MAX_NUM_SEQS, f"{len(self.running)} running = max_num_seqs"
+        if budget <= 0:
+            return Reason.TOKEN_BUDGET, f"0 of {cfg.max_num_batched_tokens} tokens left"
+        if not cfg.enable_chunked_prefill and req.num_tokens_needed > budget:
+            return Reason.TOKEN_BUDGET, f"needs {req.num_tokens_needed} tokens, {budget} left, chunking off"
+        need = self.admission_blocks(req) + self.watermark_blocks()
+        if not self.kv.can_fit(need):
+            return Reason.KV_BLOCKS, f"needs {need} blocks, {self.kv.free_blocks} free"
+        return None
+
+    def _swap_in(self, budget: int, cap: int) -> int:
+        """Swap mode: swapped requests resume, oldest preemption first, before any new request."""
+        while self.swapped:
+            req = self.swapped[0]
+            n = min(req.num_tokens_needed, budget, cap or budget)
+            if len(self.running) >= self.config.max_num_seqs or n <= 0:
+                self.note_rest(self.swapped, Reason.MAX_NUM_SEQS if n > 0 else Reason.TOKEN_BUDGET)
+                break
+            need = blocks_for(req.num_computed_tokens + n, self.config.block_size) + self.watermark_blocks()
+            if not self.kv.can_fit(need):
+                self.note_rest(self.swapped, Reason.KV_BLOCKS, f"needs {need} blocks, {self.kv.free_blocks} free")
+                break
+            self.swapped.popleft()
+            self.swap_in(req, n)
+            budget -= n
+        return budget
+
+    def pick_victim(self) -> RequestState:
+        if self.config.policy == "priority":
+            # NOTE: vLLM stamps arrival_time when a request is created, so of two requests with equal times the
+            # one created later is the larger; the workload index plays that part here.
+            return max(self.running, key=lambda r: (r.request.priority, r.request.arrival_time, r.index))
+        return self.running[-1]
+
+
+class ContinuousScheduler(VLLMScheduler):
+    """Iteration-level batching without chunking (Orca-style): every running request decodes each step and
+    waiting prompts are admitted whole. It is vLLM's scheduler with `enable_chunked_prefill=False`, so the token
+    budget defaults to `max_model_len`, as vLLM requires."""
+
+    name = "continuous"
+    chunked = False
