@@ -1,1 +1,200 @@
 """Simulation commands: demo, trace, lesson, conform."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from servesim.cli.app import app
+from servesim.cli.options import (
+    Async,
+    BlockSize,
+    Budget,
+    Cost,
+    DecodeMs,
+    GpuBlocks,
+    KvBytes,
+    MaxModelLen,
+    MaxSeqs,
+    NoChunk,
+    OverheadMs,
+    Pcie,
+    Policy,
+    Preemption,
+    PrefillMs,
+    QueuePolicy,
+    SwapSpace,
+    Threshold,
+    Watermark,
+    Workload,
+    cost_model,
+    engine_config,
+)
+from servesim.cli.render import step_table
+from servesim.config import EngineConfig
+from servesim.engine import simulate
+from servesim.explain import policy_sentence
+from servesim.export import result_to_dict, write_json
+from servesim.metrics import longest_prompt, slot_utilization, worst_gap
+from servesim.result import SimResult
+from servesim.workloads import load_workload
+
+console = Console()
+
+
+def _ms(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1000:.4g} ms"
+
+
+DEMO_POLICIES = {
+    # The seed scenario: budget 256 for vllm; static and continuous never chunk (budget = max_model_len).
+    "static": EngineConfig(max_num_seqs=8),
+    "continuous": EngineConfig(max_num_seqs=8),
+    "vllm": EngineConfig(max_num_batched_tokens=256, max_num_seqs=8),
+}
+
+
+def demo_results() -> dict[str, SimResult]:
+    reqs = load_workload("seed")
+    return {name: simulate(reqs, cfg, name, "toy") for name, cfg in DEMO_POLICIES.items()}
+
+
+@app.command()
+def demo(
+    steps: Annotated[int, typer.Option(help="Rows of each per-step table to show (0 = all).")] = 16,
+) -> None:
+    """The seed scenario (4 short requests decoding, a 2000-token prompt arriving at 20 ms) under static,
+    continuous and vllm scheduling, toy cost (1 ms per decode, 0.1 ms per prefill token), max_num_seqs 8."""
+    results = demo_results()
+    for name, r in results.items():
+        shown = None if steps == 0 else steps
+        title = f"{name}: per-step schedule" + (f" (first {steps} of {len(r.steps)} steps)" if shown and
+                                                 shown < len(r.steps) else "")
+        console.print(step_table(r, title=title, limit=shown))
+        console.print()
+    console.print(summary_table(results))
+    for name, r in results.items():
+        console.print(f"[bold]{name}[/bold]: {policy_sentence(r)}")
+
+
+def summary_table(results: dict[str, SimResult]) -> Table:
+    t = Table(title="Side by side", title_justify="left")
+    t.add_column("")
+    for name in results:
+        t.add_column(name, justify="right")
+    any_r = next(iter(results.values()))
+    lp = longest_prompt(any_r)
+    rows = {
+        "worst gap between tokens": [_ms(g.seconds) if (g := worst_gap(r)) else "-" for r in results.values()],
+        f"TTFT of {lp} (longest prompt)": [_ms(r.request(lp).ttft) for r in results.values()],
+        "tokens processed": [str(r.tokens_processed) for r in results.values()],
+        "slot utilization": [f"{slot_utilization(r):.1%}" for r in results.values()],
+        "steps": [str(len(r.steps)) for r in results.values()],
+        "makespan": [_ms(r.makespan) for r in results.values()],
+    }
+    for label, vals in rows.items():
+        t.add_row(label, *vals)
+    return t
+
+
+@app.command()
+def trace(
+    policy: Policy = "vllm",
+    workload: Workload = "seed",
+    max_num_batched_tokens: Budget = None,
+    max_num_seqs: MaxSeqs = 256,
+    cost: Cost = "toy",
+    decode_ms: DecodeMs = 1.0,
+    prefill_token_ms: PrefillMs = 0.1,
+    overhead_ms: OverheadMs = 0.0,
+    long_prefill_token_threshold: Threshold = 0,
+    no_chunked_prefill: NoChunk = False,
+    block_size: BlockSize = 16,
+    num_gpu_blocks: GpuBlocks = None,
+    watermark: Watermark = 0.0,
+    scheduling_policy: QueuePolicy = "fcfs",
+    preemption_mode: Preemption = "recompute",
+    swap_space: SwapSpace = None,
+    kv_bytes_per_token: KvBytes = 131072,
+    pcie_bandwidth: Pcie = 32e9,
+    async_scheduling: Async = False,
+    max_model_len: MaxModelLen = None,
+    json_path: Annotated[Path | None, typer.Option("--json", help="Write step records and timelines here.")] = None,
+    limit: Annotated[int, typer.Option(help="Rows to print (0 = all).")] = 0,
+) -> None:
+    """Print the per-step schedule: step, start and duration (ms), decodes, prefill chunks as id:tokens,
+    tokens/budget, and events (arrivals, preemptions, finishes, and why each waiting request got nothing)."""
+    cfg = engine_config(max_num_batched_tokens, max_num_seqs, long_prefill_token_threshold, no_chunked_prefill,
+                        block_size, num_gpu_blocks, watermark, scheduling_policy, preemption_mode, swap_space,
+                        kv_bytes_per_token, pcie_bandwidth, async_scheduling, max_model_len)
+    result = simulate(load_workload(workload), cfg, policy, cost_model(cost, decode_ms, prefill_token_ms,
+                                                                       overhead_ms))
+    console.print(step_table(result, limit=limit or None))
+    if result.preemptions:
+        console.print(f"{len(result.preemptions)} preemptions; recomputed tokens {result.recomputed_tokens} "
+                      f"(recompute tax {result.recompute_tax:.1%})")
+    console.print(policy_sentence(result))
+    if json_path:
+        write_json(json_path, result_to_dict(result))
+        console.print(f"wrote {json_path}")
+
+
+@app.command()
+def lesson() -> None:
+    """The lesson's questions, answered by servesim's lesson functions (computed, not stored)."""
+    from servesim.lessontext import lesson_answers
+
+    for question, answer in lesson_answers():
+        console.print(f"[bold]Q.[/bold] {question}")
+        console.print(f"[green]A.[/green] {answer}\n")
+
+
+@app.command()
+def conform(
+    scenario: Annotated[Path, typer.Argument(help="A scenario JSON in the ../shared/conformance format.")],
+    expected: Annotated[Path | None, typer.Option("--expected", help="A trace recorded from vLLM to match.")] = None,
+    out: Annotated[Path | None, typer.Option("--out", help="Write servesim's trace (same schema) here.")] = None,
+) -> None:
+    """Run a conformance scenario with the vllm policy on a step clock (every step costs 1.0); with --expected,
+    exit 0 on an exact match, else print the first differing step side by side and exit 1."""
+    from servesim.conformance import first_difference, load_scenario, run_scenario, to_trace
+
+    sc = load_scenario(scenario)
+    actual = to_trace(sc, run_scenario(sc))
+    if out:
+        write_json(out, actual)
+        console.print(f"wrote {out}")
+    if expected is None:
+        console.print(f"{len(actual['steps'])} steps, {actual['summary']['total_preemptions']} preemptions")
+        return
+    exp = load_scenario_trace(expected)
+    diff = first_difference(exp, actual)
+    if diff is None:
+        console.print(f"[green]match[/green]: {len(actual['steps'])} steps identical to {expected}")
+        return
+    i, field, want, got = diff
+    t = Table(title=f"first difference: step #{i}, field {field}", title_justify="left")
+    t.add_column("vLLM (expected)", overflow="fold")
+    t.add_column("servesim", overflow="fold")
+    t.add_row(json.dumps(want), json.dumps(got))
+    console.print(t)
+    raise typer.Exit(1)
+
+
+def load_scenario_trace(path: Path) -> dict:
+    from servesim.errors import WorkloadError
+
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise WorkloadError(f"{path}: no such file") from None
+    except json.JSONDecodeError as e:
+        raise WorkloadError(f"{path}: line {e.lineno}: not valid JSON ({e.msg})") from None
+    if "steps" not in data:
+        raise WorkloadError(f"{path}: missing field 'steps'; expected a trace in the conformance format")
+    return data

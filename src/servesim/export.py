@@ -1,0 +1,56 @@
+"""Step records and request timelines as plain JSON-able data."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import asdict, fields
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from servesim.records import StepRecord
+from servesim.result import SimResult
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def step_to_dict(step: StepRecord) -> dict[str, Any]:
+    d = _plain(asdict(step))
+    d["total_scheduled_tokens"] = step.total_scheduled_tokens
+    return d
+
+
+def result_to_dict(result: SimResult) -> dict[str, Any]:
+    cfg = {f.name: getattr(result.config, f.name) for f in fields(result.config)}
+    return {
+        "policy": result.policy,
+        "cost_model": result.cost_model,
+        "config": cfg,
+        "steps": [step_to_dict(s) for s in result.steps],
+        "requests": [_plain(asdict(r)) for r in result.requests],
+        "preemptions": [_plain(asdict(p)) for p in result.preemptions],
+    }
+
+
+def write_json(path: str | Path, data: Any) -> None:
+    """Write atomically: a failure never leaves a half-written file over an existing one."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent if str(path.parent) else ".", prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f, indent=1)
+            f.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

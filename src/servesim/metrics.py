@@ -1,0 +1,52 @@
+"""Measures read from step records and request timelines (never from engine internals)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from servesim.records import Kind
+from servesim.result import SimResult
+
+
+@dataclass(frozen=True, slots=True)
+class Gap:
+    """The largest wait between two consecutive tokens of one request, and the step that ended it."""
+
+    seconds: float
+    request_id: str
+    step: int | None
+
+
+def worst_gap(result: SimResult) -> Gap | None:
+    """The largest inter-token gap any request saw (vLLM's ITL maximum), with the step that caused it."""
+    best: tuple[float, str, float] | None = None
+    for r in result.requests:
+        for a, b in zip(r.token_times, r.token_times[1:]):
+            if best is None or b - a > best[0]:
+                best = (b - a, r.id, b)
+    if best is None:
+        return None
+    step = next((s.step for s in result.steps if abs(s.end_time - best[2]) <= 1e-12 * max(1.0, best[2])), None)
+    return Gap(best[0], best[1], step)
+
+
+def slot_utilization(result: SimResult) -> float:
+    """The lesson's measure over the whole run: scheduled request-steps / (max_num_seqs x steps)."""
+    if not result.steps:
+        return 0.0
+    active = sum(len(s.scheduled) for s in result.steps)
+    return active / (result.config.max_num_seqs * len(result.steps))
+
+
+def prefill_chunks(result: SimResult, request_id: str) -> list[int]:
+    """Sizes of the prompt chunks a request was prefilled in (recomputation after a preemption included)."""
+    return [e.num_scheduled_tokens for s in result.steps for e in s.scheduled
+            if e.id == request_id and e.kind is Kind.PREFILL]
+
+
+def prompt_tokens_processed(result: SimResult) -> int:
+    return sum(s.prefill_tokens for s in result.steps)
+
+
+def longest_prompt(result: SimResult) -> str:
+    return max(result.requests, key=lambda r: r.prompt_len).id
