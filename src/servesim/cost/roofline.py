@@ -1,0 +1,262 @@
+"""Roofline step cost: a step's exact composition, a model's shapes and a GPU's datasheet give the step's time.
+
+Every operator's time is max(FLOPs / (peak x compute efficiency), bytes / (bandwidth x memory efficiency)) plus
+a per-kernel floor; a step adds the tensor-parallel all-reduces and a per-step host overhead. Units: seconds,
+bytes, FLOPs. Everything that depends only on the model, GPU and `tp` is computed once in `__init__`, so
+`step_time` is one pass over the scheduled requests plus a few dozen multiplications.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from servesim.cost.base import StepShape
+from servesim.cost.specs import GpuSpec, ModelSpec, load_gpu, load_model
+from servesim.errors import ConfigError
+
+# Tensor-core GEMM kernels compute the token dimension in CTA tiles of 128 rows: 129 tokens cost as much compute
+# as 256. Below one tile a GEMM is memory-bound on every listed GPU, so the padding only shapes the transition.
+GEMM_TILE_TOKENS = 128
+# Per layer: two fused_add_rms_norm, rotary embedding, activation (vLLM fuses the residual adds into the norms).
+ELEMENTWISE_KERNELS_PER_LAYER = 4
+# The sampler reads the float32 logits about three times (softmax, top-k/top-p, sampling).
+SAMPLER_LOGIT_PASSES = 3
+
+
+@dataclass(frozen=True, slots=True)
+class CostParams:
+    """The fitted (or default) constants that turn FLOPs and bytes into seconds."""
+
+    compute_efficiency: float  # fraction of dense peak FLOP/s that GEMMs and attention reach
+    memory_efficiency: float  # fraction of peak memory bandwidth that memory-bound kernels reach
+    kernel_latency: float  # seconds: floor per GPU kernel
+    step_overhead: float  # seconds per step: host-side scheduling, input preparation, sampling bookkeeping
+    # All-reduce: (latency seconds, fraction of per-direction interconnect bandwidth) per NCCL protocol; the
+    # collective takes the fastest, as NCCL picks a low-latency protocol for small messages and "Simple" for big.
+    allreduce: tuple[tuple[float, float], ...]
+
+    def __post_init__(self) -> None:
+        if not (0 < self.compute_efficiency <= 1 and 0 < self.memory_efficiency <= 1):
+            raise ConfigError("compute_efficiency and memory_efficiency must be in (0, 1]")
+        if self.kernel_latency < 0 or self.step_overhead < 0:
+            raise ConfigError("kernel_latency and step_overhead must be >= 0 s")
+        if not self.allreduce or any(lat < 0 or not 0 < eff <= 1 for lat, eff in self.allreduce):
+            raise ConfigError("allreduce needs at least one (latency >= 0 s, efficiency in (0, 1]) pair")
+
+    @classmethod
+    def defaults(cls, gpu: GpuSpec) -> CostParams:
+        return cls(gpu.compute_efficiency, gpu.memory_efficiency, gpu.kernel_latency, gpu.step_overhead,
+                   ((gpu.allreduce_latency, gpu.interconnect_efficiency),))
+
+
+@dataclass(frozen=True, slots=True)
+class OpCost:
+    """One line of a breakdown: an operator summed over all layers of the step."""
+
+    name: str  # vLLM module names where they exist: qkv_proj, o_proj, gate_up_proj, down_proj, lm_head
+    seconds: float
+    bound: str  # "compute" | "memory" | "communication" | "overhead"
+    flops: float = 0.0
+    bytes: float = 0.0
+
+
+def allreduce_time(size_bytes: float, num_gpus: int, link_bandwidth: float,
+                   protocols: tuple[tuple[float, float], ...]) -> float:
+    """Ring all-reduce: each GPU sends and receives 2 (n-1)/n of the message over its per-direction bandwidth."""
+    if num_gpus <= 1:
+        return 0.0
+    wire = 2.0 * (num_gpus - 1) / num_gpus * size_bytes / link_bandwidth
+    return min(lat + wire / eff for lat, eff in protocols)
+
+
+class Roofline:
+    """Step cost of `model` on `tp` GPUs of type `gpu` (one vLLM replica, tensor parallel inside one node)."""
+
+    __slots__ = ("name", "model", "gpu", "tp", "params", "kv_bytes_per_token", "_c", "_m", "_kl", "_L", "_gemms",
+                 "_moe", "_attn_flops", "_attn_bytes_kv", "_attn_bytes_q", "_elem_bytes", "_elem_kernels",
+                 "_lm", "_sampler_bytes", "_ar_bytes", "_ar_count", "_ar_link", "_weights", "_act_bytes")
+
+    def __init__(self, model: str | ModelSpec = "llama-3-8b", gpu: str | GpuSpec = "h100-80gb", tp: int = 1,
+                 params: CostParams | None = None) -> None:
+        m, g = load_model(model), load_gpu(gpu)
+        if tp < 1 or m.num_attention_heads % tp:
+            raise ConfigError(f"tp={tp}: must divide num_attention_heads ({m.num_attention_heads}) of {m.name}")
+        if m.num_key_value_heads % tp and tp % m.num_key_value_heads:
+            raise ConfigError(f"tp={tp}: num_key_value_heads ({m.num_key_value_heads}) of {m.name} must divide "
+                              "or be a multiple of tp")
+        if m.intermediate_size % tp:
+            raise ConfigError(f"tp={tp}: must divide intermediate_size ({m.intermediate_size}) of {m.name}")
+        self.name, self.model, self.gpu, self.tp = "roofline", m, g, tp
+        p = self.params = params or CostParams.defaults(g)
+        d, h, hd, L = m.dtype_bytes, m.hidden_size, m.head_dim, m.num_hidden_layers
+        heads = m.num_attention_heads // tp
+        kv_heads = max(1, m.num_key_value_heads // tp)  # vLLM replicates KV heads when tp > num_key_value_heads
+        inter = m.intermediate_size // tp
+        vocab = -(-m.vocab_size // tp)  # vocab-parallel LM head, padded
+        gate_up = inter * (2 if m.gated_mlp else 1)
+        # Seconds per FLOP and per byte, efficiencies folded in.
+        self._c = 1.0 / (g.peak_flops * p.compute_efficiency)
+        self._m = 1.0 / (g.memory_bandwidth * p.memory_efficiency)
+        self._kl, self._L = p.kernel_latency, L
+        # (name, k, n): a [tokens x k] @ [k x n] GEMM per layer, per GPU.
+        mlp = [("gate_up_proj", h, gate_up), ("down_proj", inter, h)]
+        self._gemms = [("qkv_proj", h, (heads + 2 * kv_heads) * hd), ("o_proj", heads * hd, h)]
+        self._moe = None
+        if m.num_local_experts:
+            self._gemms.append(("router", h, m.num_local_experts))
+            self._moe = (m.num_local_experts, m.num_experts_per_tok, mlp)
+        else:
+            self._gemms += mlp
+        # Attention per layer: 4 FLOPs per (query, key) pair per head dim (QK^T and PV); bytes per KV position
+        # (K and V of the GPU's KV heads, read) and per new token (Q read, O written, its K and V written).
+        self._attn_flops = 4.0 * heads * hd
+        self._attn_bytes_kv = 2 * kv_heads * hd * d
+        self._attn_bytes_q = (2 * heads + 2 * kv_heads) * hd * d
+        self.kv_bytes_per_token = L * 2 * kv_heads * hd * d
+        # Norms (read x and residual, write both), rotary (q, k in and out), activation (in 2I/I, out I);
+        # plus the embedding lookup and the final norm once per step.
+        per_token = 8 * h + 2 * (heads + kv_heads) * hd + gate_up + inter
+        self._elem_bytes = (L * per_token + 2 * h + 4 * h) * d
+        self._elem_kernels = L * ELEMENTWISE_KERNELS_PER_LAYER + 2
+        self._lm = (h, vocab)
+        self._sampler_bytes = SAMPLER_LOGIT_PASSES * 4 * m.vocab_size
+        # Row-parallel o_proj and down_proj each end in an all-reduce of the hidden states, and so does the
+        # vocab-parallel embedding: 2 per layer + 1 per step.
+        self._ar_bytes, self._ar_count = h * d, (2 * L + 1) if tp > 1 else 0
+        self._ar_link = g.interconnect_bandwidth / 2  # datasheets state both directions together
+        experts = m.num_local_experts or 1
+        self._weights = d * (L * (h * (heads + 2 * kv_heads) * hd + heads * hd * h + experts * (h * gate_up + inter * h)
+                                  + (h * m.num_local_experts if m.num_local_experts else 0))
+                             + vocab * h * (1 if m.tie_word_embeddings else 2))
+        topk = m.num_experts_per_tok or 1
+        self._act_bytes = d * (2 * h + topk * (gate_up + inter))  # live activations per token at the MLP
+
+    # -- per-operator pieces (shared by step_time and breakdown) -------------------------------------------------
+
+    def _gemm(self, tokens: int, k: int, n: int, weight_copies: float = 1.0) -> tuple[float, float]:
+        """(compute seconds, memory seconds) of one GEMM: weights read once, activations in and out."""
+        padded = -(-tokens // GEMM_TILE_TOKENS) * GEMM_TILE_TOKENS
+        d = self.model.dtype_bytes
+        return 2.0 * padded * k * n * self._c, d * (weight_copies * k * n + tokens * (k + n)) * self._m
+
+    def _experts_touched(self, tokens: int) -> float:
+        """Expected distinct experts with uniform routing: E (1 - (1 - k/E)^tokens)."""
+        e, k, _ = self._moe
+        return e * (1.0 - (1.0 - k / e) ** tokens)
+
+    # -- the cost model ----------------------------------------------------------------------------------------
+
+    def step_time(self, shape: StepShape) -> float:
+        """Seconds for one step of this shape; equals the sum of `breakdown(shape)`."""
+        tokens = pq = pkv = ppairs = dq = dkv = dpairs = 0
+        for q, c, dec in zip(shape.num_new_tokens, shape.num_context_tokens, shape.is_decode):
+            if dec:
+                dq += q
+                dkv += c + q
+                dpairs += q * c + q * (q + 1) // 2
+            else:
+                pq += q
+                pkv += c + q
+                ppairs += q * c + q * (q + 1) // 2
+        tokens = pq + dq
+        if tokens == 0:
+            return self.params.step_overhead
+        kl, c, mem = self._kl, self._c, self._m
+        layer = 0.0
+        for _, k, n in self._gemms:
+            fc, fm = self._gemm(tokens, k, n)
+            layer += (fc if fc > fm else fm) + kl
+        if self._moe is not None:
+            layer += self._moe_time(tokens)
+        if pq:
+            fc, fm = self._attn_flops * ppairs * c, (self._attn_bytes_kv * pkv + self._attn_bytes_q * pq) * mem
+            layer += (fc if fc > fm else fm) + kl
+        if dq:
+            fc, fm = self._attn_flops * dpairs * c, (self._attn_bytes_kv * dkv + self._attn_bytes_q * dq) * mem
+            layer += (fc if fc > fm else fm) + kl
+        total = self._L * layer + self._elem_bytes * tokens * mem + self._elem_kernels * kl
+        if shape.num_sampled:
+            fc, fm = self._gemm(shape.num_sampled, *self._lm)
+            total += (fc if fc > fm else fm) + kl + self._sampler_bytes * shape.num_sampled * mem + kl
+        if self._ar_count:
+            total += self._ar_count * allreduce_time(self._ar_bytes * tokens, self.tp, self._ar_link,
+                                                     self.params.allreduce)
+        return total + self.params.step_overhead
+
+    def _moe_time(self, tokens: int) -> float:
+        _, topk, mlp = self._moe
+        touched = self._experts_touched(tokens)
+        t = 0.0
+        for _, k, n in mlp:
+            fc, fm = self._gemm(tokens * topk, k, n, weight_copies=touched)
+            t += (fc if fc > fm else fm) + self._kl
+        return t
+
+    def breakdown(self, shape: StepShape) -> list[OpCost]:
+        """Per-operator times over all layers, each marked compute- or memory-bound; sums to `step_time`."""
+        tokens, L, kl = shape.num_tokens, self._L, self._kl
+        out: list[OpCost] = []
+
+        def add(name: str, fc: float, fm: float, count: int, flops: float, nbytes: float) -> None:
+            out.append(OpCost(name, count * (max(fc, fm) + kl), "compute" if fc > fm else "memory",
+                              count * flops, count * nbytes))
+
+        if tokens:
+            for name, k, n in self._gemms:
+                fc, fm = self._gemm(tokens, k, n)
+                add(name, fc, fm, L, fc / self._c, fm / self._m)
+            if self._moe is not None:
+                _, topk, mlp = self._moe
+                touched = self._experts_touched(tokens)
+                for name, k, n in mlp:
+                    fc, fm = self._gemm(tokens * topk, k, n, weight_copies=touched)
+                    add(f"experts.{name}", fc, fm, L, fc / self._c, fm / self._m)
+            for label, want in (("attention (prefill)", False), ("attention (decode)", True)):
+                rows = [(q, cx) for q, cx, dec in zip(shape.num_new_tokens, shape.num_context_tokens,
+                                                      shape.is_decode) if dec == want]
+                if rows:
+                    flops = self._attn_flops * sum(q * cx + q * (q + 1) // 2 for q, cx in rows)
+                    nbytes = sum(self._attn_bytes_kv * (cx + q) + self._attn_bytes_q * q for q, cx in rows)
+                    add(label, flops * self._c, nbytes * self._m, L, flops, nbytes)
+            nbytes = self._elem_bytes * tokens
+            out.append(OpCost("norms, rotary, activation", nbytes * self._m + self._elem_kernels * kl, "memory",
+                              0.0, nbytes))
+        if tokens and shape.num_sampled:
+            fc, fm = self._gemm(shape.num_sampled, *self._lm)
+            sampler = self._sampler_bytes * shape.num_sampled
+            out.append(OpCost("lm_head + sampler", max(fc, fm) + kl + sampler * self._m + kl,
+                              "compute" if fc > fm else "memory", fc / self._c, fm / self._m + sampler))
+        if self._ar_count and tokens:
+            size = self._ar_bytes * tokens
+            t = allreduce_time(size, self.tp, self._ar_link, self.params.allreduce)
+            out.append(OpCost(f"all_reduce x{self._ar_count} ({size / 2**20:.2f} MiB each)", self._ar_count * t,
+                              "communication", 0.0, self._ar_count * size))
+        out.append(OpCost("step overhead", self.params.step_overhead, "overhead"))
+        return out
+
+    # -- KV capacity ------------------------------------------------------------------------------------------
+
+    @property
+    def weight_bytes(self) -> int:
+        """Weights held by each GPU at this `tp` (norms and biases left out)."""
+        return self._weights
+
+    def activation_peak_bytes(self, max_num_batched_tokens: int, max_num_seqs: int = 256) -> int:
+        """vLLM's profiling forward pass at the full token budget: live MLP activations, plus float32 logits."""
+        return max_num_batched_tokens * self._act_bytes + max_num_seqs * self.model.vocab_size * 4
+
+    def num_gpu_blocks(self, block_size: int, gpu_memory_utilization: float = 0.9,
+                       max_num_batched_tokens: int = 2048, max_num_seqs: int = 256) -> int:
+        """KV blocks per GPU, as vLLM derives them:
+        (GPU memory x gpu_memory_utilization - weights - activation peak) / (block_size x KV bytes per token)."""
+        if block_size <= 0 or not 0 < gpu_memory_utilization <= 1:
+            raise ConfigError("block_size must be > 0 and gpu_memory_utilization in (0, 1]")
+        free = (self.gpu.memory_bytes * gpu_memory_utilization - self._weights
+                - self.activation_peak_bytes(max_num_batched_tokens, max_num_seqs))
+        blocks = int(free // (block_size * self.kv_bytes_per_token))
+        if blocks < 2:
+            raise ConfigError(
+                f"{self.model.name} does not fit on {self.gpu.name} at tp={self.tp}: weights "
+                f"{self._weights / 2**30:.1f} GiB per GPU, {self.gpu.memory_bytes * gpu_memory_utilization / 2**30:.1f}"
+                " GiB usable; raise tp or gpu_memory_utilization")
+        return blocks
