@@ -1,21 +1,149 @@
-"""`--workload NAME|PATH`: a built-in name or a file."""
+"""`--workload NAME|PATH|random` and its options, to one request table.
+
+The pipeline, in order: load (a built-in, a file, or `random` lengths) -> time window -> sample N -> synthetic
+arrivals (when a request rate is given) -> rate scaling -> cap at max_model_len.
+"""
 
 from __future__ import annotations
 
+import math
+import warnings
+from dataclasses import replace
 from pathlib import Path
+
+import numpy as np
 
 from servesim.errors import WorkloadError
 from servesim.request import Request
-from servesim.workloads.builtin import BUILTIN_WORKLOADS, builtin_workload
+from servesim.workloads.builtin import BUILTIN_WORKLOADS, builtin_table
+from servesim.workloads.loaders import load_trace
+from servesim.workloads.synthetic import ClosedLoop, LengthDist, arrival_times, parse_length, synthetic_lengths
+from servesim.workloads.table import RequestTable
+from servesim.workloads.transforms import cap_lengths, sample, scale_rate, time_window
+
+RANDOM = "random"  # vllm bench serve's --dataset-name for synthetic lengths
+DEFAULT_NUM_REQUESTS = 1000  # vllm bench serve --num-prompts
+DEFAULT_PROMPT_LEN, DEFAULT_OUTPUT_LEN = "1024", "128"  # vllm bench serve --random-input-len / --random-output-len
 
 
-def load_workload(spec: str) -> list[Request]:
-    """Resolve a built-in workload name or a path to a trace file into requests sorted by arrival."""
+class WorkloadWarning(UserWarning):
+    """Loading changed the workload: requests dropped, sorted, sampled or capped. The message says how many."""
+
+
+def load_table(
+    spec: str,
+    *,
+    format: str | None = None,
+    columns: str | None = None,
+    time_unit: str | None = None,
+    trace_model: str | None = None,
+    log_type: str | None = None,
+    keep_failed: bool = False,
+) -> RequestTable:
+    """A built-in name or a trace file, as loaded (no transforms)."""
     if spec in BUILTIN_WORKLOADS:
-        return builtin_workload(spec)
+        if format or columns:
+            raise WorkloadError(f"--format/--columns describe files; {spec!r} is a built-in workload")
+        return builtin_table(spec)
     path = Path(spec)
-    if not path.exists():
+    if not path.is_file():
         raise WorkloadError(
-            f"{spec}: no such file, and not a built-in workload (built-ins: {', '.join(sorted(BUILTIN_WORKLOADS))})"
+            f"{spec}: no such file, and not a built-in workload "
+            f"(built-ins: {', '.join(sorted(BUILTIN_WORKLOADS))}; or {RANDOM!r} for synthetic lengths)"
         )
-    raise WorkloadError(f"{spec}: trace files are not supported yet")
+    return load_trace(path, format, columns, time_unit, trace_model, log_type, keep_failed)
+
+
+def make_table(
+    spec: str,
+    *,
+    format: str | None = None,
+    columns: str | None = None,
+    time_unit: str | None = None,
+    request_rate: float | None = None,
+    burstiness: float = 1.0,
+    num_requests: int | None = None,
+    prompt_len: str | None = None,
+    output_len: str | None = None,
+    window: tuple[float, float] | None = None,
+    rate_scale: float | None = None,
+    max_model_len: int | None = None,
+    seed: int = 0,
+    trace_model: str | None = None,
+    log_type: str | None = None,
+    keep_failed: bool = False,
+) -> RequestTable:
+    """The whole pipeline. `spec` `random` makes `num_requests` (default 1000) synthetic requests with lengths
+    from `prompt_len`/`output_len` (default 1024/128, as `vllm bench serve --dataset-name random`); a length-only
+    file needs `request_rate`. `request_rate` replaces any file's arrivals with `vllm bench serve`'s process."""
+    rng = np.random.default_rng(seed)
+    if spec == RANDOM:
+        n = DEFAULT_NUM_REQUESTS if num_requests is None else num_requests
+        if n < 1:
+            raise WorkloadError(f"--num-requests: got {n}; expected at least 1")
+        p, o = synthetic_lengths(
+            length_dist(prompt_len or DEFAULT_PROMPT_LEN, "--prompt-len"),
+            length_dist(output_len or DEFAULT_OUTPUT_LEN, "--output-len"),
+            n,
+            rng,
+        )
+        table = RequestTable(np.zeros(n), p, o)
+        if request_rate is None:
+            table = table.with_note("no --request-rate: all requests arrive at once (rate inf)")
+            request_rate = math.inf
+    else:
+        if prompt_len or output_len:
+            raise WorkloadError(f"--prompt-len/--output-len make synthetic lengths: use --workload {RANDOM}")
+        table = load_table(
+            spec,
+            format=format,
+            columns=columns,
+            time_unit=time_unit,
+            trace_model=trace_model,
+            log_type=log_type,
+            keep_failed=keep_failed,
+        )
+        if not table.has_arrivals and request_rate is None:
+            raise WorkloadError(f"{spec}: has lengths but no arrival times; give --request-rate (inf: all at once)")
+        if window is not None:
+            table = time_window(table, *window)
+        if num_requests is not None:
+            table = sample(table, num_requests, rng)
+    if request_rate is not None:
+        if table.has_arrivals and spec != RANDOM:
+            table = table.with_note(f"the file's arrival times were replaced: --request-rate {request_rate:g}")
+        t = arrival_times(len(table), request_rate, burstiness, rng)
+        table = replace(table, arrival_time=t, has_arrivals=True)
+    if rate_scale is not None:
+        table = scale_rate(table, rate_scale)
+    if max_model_len is not None:
+        table = cap_lengths(table, max_model_len)
+    return table
+
+
+def length_dist(spec: str, option: str) -> LengthDist:
+    dist = parse_length(spec, option)
+    if dist.kind != "empirical":
+        return dist
+    table = load_table(dist.source)
+    values = table.prompt_len if option == "--prompt-len" else table.output_len
+    return replace(dist, values=values)
+
+
+def make_closed_loop(spec: str, users: int, think_time: float = 0.0, **options: object) -> ClosedLoop:
+    """`users` concurrent users with `think_time` seconds between a response and their next request. The other
+    options (lengths, sampling, capping) are `make_table`'s; arrival options make no sense here."""
+    if options.get("request_rate") is not None or options.get("rate_scale") is not None:
+        raise WorkloadError("--request-rate/--rate-scale set open-loop arrivals; a closed loop's come from --users")
+    return ClosedLoop(users, think_time, make_table(spec, **options))  # type: ignore[arg-type]
+
+
+def load_workload(spec: str, **options: object) -> list[Request]:
+    """Resolve a built-in name, a trace file or `random` into requests sorted by arrival.
+
+    Options are `make_table`'s. What loading changed (dropped, sorted, capped) is emitted as `WorkloadWarning`s.
+    """
+    table = make_table(spec, **options)  # type: ignore[arg-type]
+    for note in table.notes:
+        warnings.warn(f"{spec}: {note}", WorkloadWarning, stacklevel=2)
+    return table.to_requests()

@@ -1,0 +1,291 @@
+"""Trace loaders: a file in any known format to one `RequestTable`, with polars doing the row work.
+
+Fast path: polars parses the whole file into typed columns and numpy checks them in bulk. Only when something is
+wrong do we walk the text in Python, to name the exact line, column and value.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from servesim.errors import WorkloadError
+from servesim.workloads.formats import TIME_UNITS, TraceFormat, check_header, choose_format, did_you_mean
+from servesim.workloads.source import CONTAINERS, Source, first_line, parse_json_line, read_source, shorten
+from servesim.workloads.table import RequestTable, take_hashes
+
+AZURE_TIME = "%Y-%m-%d %H:%M:%S%.f"  # e.g. 2023-11-16 18:17:03.9799600 (7 fractional digits)
+
+
+def require_polars() -> Any:
+    try:
+        import polars as pl
+    except ImportError:
+        raise WorkloadError("reading trace files needs polars: pip install 'servesim[data]'") from None
+    return pl
+
+
+def load_trace(
+    path: str | Path,
+    format: str | None = None,
+    columns: str | None = None,
+    time_unit: str | None = None,
+    trace_model: str | None = None,
+    log_type: str | None = None,
+    keep_failed: bool = False,
+) -> RequestTable:
+    """Load a trace file, sorted by arrival, arrival times in seconds from the first request.
+
+    `format`: a name in `FORMATS` (or an alias), a container (`csv`, `jsonl`, `parquet`) with `columns`, or None to
+    detect from the header. `trace_model` / `log_type` keep only BurstGPT rows with that `Model` / `Log Type`.
+    `keep_failed`: keep BurstGPT rows with 0 response tokens (then they are an error, as in any other format).
+    """
+    path = Path(path)
+    src = read_source(path, format if format in CONTAINERS else None)
+    fmt = choose_format(format, columns, time_unit, src.header, str(path))
+    check_header(fmt, src.header, str(path))
+    filters = {col: v for col, v in (("Model", trace_model), ("Log Type", log_type)) if v is not None}
+    if filters and fmt.name != "burstgpt":
+        raise WorkloadError(f"--trace-model and --log-type filter BurstGPT traces; {path} is {fmt.name}")
+    for col in filters:
+        check_header(TraceFormat(fmt.name, None, col, col), src.header, str(path))
+    roles = {"arrival": fmt.arrival, "prompt": fmt.prompt, "output": fmt.output, **fmt.required_extra}
+    roles |= {r: c for r, c in fmt.optional.items() if c in src.header}
+    pl = require_polars()
+    loc = Locator(src)
+    try:
+        frame = read_frame(pl, src, fmt, roles, [*filters, *(["NumImages"] if "NumImages" in src.header else [])])
+        return build_table(pl, frame, fmt, roles, filters, keep_failed, loc)
+    except WorkloadError:
+        raise
+    except (Exception, pl.exceptions.PanicException) as exc:  # noqa: BLE001  anything polars throws is the file's fault
+        raise WorkloadError(f"{path}: cannot read as {src.container} ({first_line(exc)})") from None
+
+
+def read_frame(pl: Any, src: Source, fmt: TraceFormat, roles: dict[str, str | None], extra: list[str]) -> Any:
+    cols = list(dict.fromkeys([c for c in roles.values() if c] + extra))
+    numeric = {roles[r] for r in ("prompt", "output", "priority") if roles.get(r)}
+    if fmt.time_unit != "datetime" and roles["arrival"]:
+        numeric.add(roles["arrival"])
+    data = io.BytesIO(src.data)
+    if src.container == "parquet":
+        frame = pl.read_parquet(data, columns=cols)
+    elif src.container == "jsonl":
+        schema = {c: pl.String for c in cols}
+        if roles.get("hash_ids"):
+            schema[roles["hash_ids"]] = pl.List(pl.Int64)
+        try:
+            frame = pl.read_ndjson(data, schema=schema)
+        except (Exception, pl.exceptions.PanicException):  # noqa: BLE001
+            Locator(src).raise_jsonl_problem(roles.get("hash_ids"))
+            raise
+    else:
+        try:  # typed: fastest, and right for every clean file
+            frame = pl.read_csv(data, columns=cols, schema_overrides={c: pl.Float64 for c in numeric})
+        except (Exception, pl.exceptions.PanicException):  # noqa: BLE001
+            Locator(src).raise_csv_shape_problem()
+            frame = pl.read_csv(io.BytesIO(src.data), columns=cols, infer_schema=False)
+        frame = frame.with_row_index("__row").filter(~pl.all_horizontal(pl.exclude("__row").is_null()))
+        return frame  # rows that are all empty are blank lines, skipped like the csv module skips them
+    return frame.with_row_index("__row")
+
+
+def build_table(
+    pl: Any,
+    frame: Any,
+    fmt: TraceFormat,
+    roles: dict[str, str | None],
+    filters: dict[str, str],
+    keep_failed: bool,
+    loc: Locator,
+) -> RequestTable:
+    notes: list[str] = []
+    for col, value in filters.items():
+        values = frame[col].cast(pl.String).str.strip_chars()
+        if value not in set(values.unique().drop_nulls().to_list()):
+            present = sorted(values.unique().drop_nulls().to_list())[:10]
+            raise WorkloadError(
+                f"{loc.src}: no rows with {col} = {value!r}{did_you_mean(value, present)}; "
+                f"values present: {', '.join(present)}"
+            )
+        before = frame.height
+        frame = frame.filter(values == value)
+        notes.append(f"kept {frame.height:,} of {before:,} requests with {col} = {value!r}")
+    if frame.height == 0:
+        raise WorkloadError(f"{loc.src}: no requests; expected at least one data row after the header")
+    if "NumImages" in frame.columns:
+        images = int((frame["NumImages"].cast(pl.Float64, strict=False).fill_null(0) > 0).sum())
+        notes.append(f"ignored column NumImages ({images:,} requests carry images; only text tokens are simulated)")
+    rows = frame["__row"].to_numpy().astype(np.int64)
+    failed_ok = fmt.name == "burstgpt" and not keep_failed
+    prompt = whole_numbers(pl, frame[roles["prompt"]], rows, loc, minimum=1)
+    output = whole_numbers(pl, frame[roles["output"]], rows, loc, minimum=0 if failed_ok else 1)
+    extra: dict[str, Any] = {}
+    if roles.get("priority"):
+        extra["priority"] = whole_numbers(pl, frame[roles["priority"]], rows, loc, minimum=None)
+    if roles.get("session"):
+        extra["session_id"] = session_ids(pl, frame[roles["session"]])
+    if roles.get("id"):
+        extra["request_id"] = frame[roles["id"]].cast(pl.String).fill_null("").to_numpy().astype(object)
+    if roles.get("hash_ids"):
+        extra["hash_ids"], extra["hash_offsets"] = hash_lists(pl, frame[roles["hash_ids"]], rows, loc)
+        extra["hash_block_size"] = fmt.hash_block_size
+    arrival = (
+        arrival_seconds(pl, frame[roles["arrival"]], fmt.time_unit, rows, loc)
+        if roles["arrival"]
+        else np.zeros(len(rows))
+    )
+    keep = np.flatnonzero(output > 0) if failed_ok else np.arange(len(rows))
+    if len(keep) == 0:
+        raise WorkloadError(f"{loc.src}: every request failed (0 response tokens); nothing to simulate")
+    if len(keep) < len(rows):
+        notes.append(
+            f"dropped {len(rows) - len(keep):,} failed requests (0 response tokens); keep_failed=True keeps them"
+        )
+    late = int(np.count_nonzero(np.diff(arrival[keep]) < 0))
+    if late:
+        notes.append(f"{late:,} timestamps were earlier than the line before them (out of order); sorted by arrival")
+        keep = keep[np.argsort(arrival[keep], kind="stable")]  # stable: equal timestamps keep file order
+    if extra.get("hash_ids") is not None:
+        extra["hash_ids"], extra["hash_offsets"] = take_hashes(extra["hash_ids"], extra["hash_offsets"], keep)
+    for name in ("priority", "session_id", "request_id"):
+        if name in extra:
+            extra[name] = extra[name][keep]
+    t = arrival[keep]
+    has_arrivals = roles["arrival"] is not None
+    return RequestTable(
+        t - t[0], prompt[keep], output[keep], row=rows[keep], notes=tuple(notes), has_arrivals=has_arrivals, **extra
+    )
+
+
+def whole_numbers(pl: Any, col: Any, rows: np.ndarray, loc: Locator, minimum: int | None) -> np.ndarray:
+    values = as_float(pl, col)
+    with np.errstate(invalid="ignore"):
+        bad = ~np.isfinite(values) | (values != np.round(values)) | (np.abs(values) > 2**53)
+        if minimum is not None:
+            bad |= values < minimum
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        expected = "a whole number" + (f" >= {minimum}" if minimum is not None else "")
+        if minimum == 1 and values[i] == 0:
+            expected += " (a request has at least one token each way)"
+        loc.fail(int(rows[i]), col.name, expected)
+    return values.astype(np.int64)
+
+
+def as_float(pl: Any, col: Any) -> np.ndarray:
+    if col.dtype == pl.String:
+        col = col.str.strip_chars()
+    if col.dtype == pl.Boolean or not (col.dtype.is_numeric() or col.dtype == pl.String):
+        return np.full(len(col), np.nan)
+    return col.cast(pl.Float64, strict=False).fill_null(np.nan).to_numpy()
+
+
+def arrival_seconds(pl: Any, col: Any, unit: str, rows: np.ndarray, loc: Locator) -> np.ndarray:
+    if unit == "datetime":
+        if col.dtype == pl.String:
+            s = col.str.strip_chars()
+            fmt = AZURE_TIME if col.name == "TIMESTAMP" else None
+            col = s.str.to_datetime(fmt, time_unit="ns", strict=False)
+        if not col.dtype.is_temporal():
+            loc.fail(int(rows[0]), col.name, "a date and time such as 2023-11-16 18:17:03.9799600")
+        ns = col.cast(pl.Datetime("ns")).cast(pl.Int64).to_numpy() if col.null_count() == 0 else None
+        if ns is None:
+            i = int(np.flatnonzero(col.is_null().to_numpy())[0])
+            loc.fail(int(rows[i]), col.name, "a date and time such as 2023-11-16 18:17:03.9799600")
+        return (ns - ns.min()).astype(np.float64) / 1e9  # subtract in integers: no precision lost
+    values = as_float(pl, col)
+    bad = ~np.isfinite(values)
+    if bad.any():
+        loc.fail(int(rows[int(np.flatnonzero(bad)[0])]), col.name, f"a number of {unit_name(unit)}")
+    return values / TIME_UNITS[unit]  # divide: 3536999 ms is exactly 3536.999 s
+
+
+def unit_name(unit: str) -> str:
+    return {"s": "seconds", "ms": "milliseconds", "us": "microseconds", "ns": "nanoseconds"}[unit]
+
+
+def session_ids(pl: Any, col: Any) -> np.ndarray:
+    """Numeric session ids as they are; anything else numbered in order of first appearance."""
+    values = as_float(pl, col)
+    if np.all(np.isfinite(values)) and np.all(values == np.round(values)):
+        return values.astype(np.int64)
+    text = col.cast(pl.String).fill_null("").to_numpy().astype(str)
+    _, first, inverse = np.unique(text, return_index=True, return_inverse=True)
+    return np.argsort(np.argsort(first)).astype(np.int64)[inverse.ravel()]
+
+
+def hash_lists(pl: Any, col: Any, rows: np.ndarray, loc: Locator) -> tuple[np.ndarray, np.ndarray]:
+    if col.dtype == pl.String:  # CSV: space-separated integers, as `servesim workload generate` writes them
+        col = col.fill_null("").str.strip_chars().str.split(" ").list.eval(pl.element().filter(pl.element() != ""))
+        parsed = col.list.eval(pl.element().cast(pl.Int64, strict=False))
+        bad = (parsed.list.eval(pl.element().is_null()).list.any()).fill_null(False).to_numpy()
+        if bad.any():
+            loc.fail(int(rows[int(np.flatnonzero(bad)[0])]), col.name, "integers separated by spaces")
+        col = parsed
+    lengths = col.list.len().fill_null(0).to_numpy().astype(np.int64)
+    offsets = np.concatenate(([0], np.cumsum(lengths))).astype(np.int64)
+    flat = col.explode().drop_nulls().to_numpy().astype(np.int64)
+    return flat, offsets
+
+
+class Locator:
+    """Error path only: finds the line of a data row and the text of a cell, by reading the file again."""
+
+    def __init__(self, src: Source) -> None:
+        self.src = src
+
+    def fail(self, row: int, column: str, expected: str) -> None:
+        where, value = self.locate(row, column)
+        shown = "an empty value" if value in ("", "None", "''") else value
+        raise WorkloadError(f"{self.src}: {where}, column {column!r}: got {shown}; expected {expected}")
+
+    def locate(self, row: int, column: str) -> tuple[str, str]:
+        if self.src.container == "csv":
+            reader = csv.reader(io.StringIO(self.src.data.decode("utf-8")))
+            header = next(reader, [])
+            for i, record in enumerate(reader):
+                if i == row:
+                    j = header.index(column) if column in header else -1
+                    return f"line {reader.line_num}", shorten(record[j] if 0 <= j < len(record) else "")
+        if self.src.container == "jsonl":
+            k = -1
+            for n, line in enumerate(self.src.data.split(b"\n"), start=1):
+                if line.strip():
+                    k += 1
+                    if k == row:
+                        obj = json.loads(line)
+                        return f"line {n}", shorten(json.dumps(obj[column])) if column in obj else "no such key"
+        return f"row {row + 1}", "?"
+
+    def raise_csv_shape_problem(self) -> None:
+        """A row with more fields than the header, or unbalanced quotes: name its line."""
+        reader = csv.reader(io.StringIO(self.src.data.decode("utf-8")))
+        header = next(reader, [])
+        try:
+            for record in reader:
+                if len(record) > len(header):
+                    raise WorkloadError(
+                        f"{self.src}: line {reader.line_num}: {len(record)} fields, but the header has "
+                        f"{len(header)}; expected one value per column"
+                    )
+        except csv.Error as exc:
+            raise WorkloadError(f"{self.src}: line {reader.line_num}: malformed CSV ({exc})") from None
+
+    def raise_jsonl_problem(self, hash_col: str | None) -> None:
+        for n, line in enumerate(self.src.data.split(b"\n"), start=1):
+            if not line.strip():
+                continue
+            obj = parse_json_line(line, self.src.path, n)
+            if hash_col and hash_col in obj:
+                h = obj[hash_col]
+                if not (isinstance(h, list) and all(type(x) is int and -(2**63) <= x < 2**63 for x in h)):
+                    raise WorkloadError(
+                        f"{self.src}: line {n}, column {hash_col!r}: got {shorten(json.dumps(h))}; "
+                        "expected a list of integers"
+                    )

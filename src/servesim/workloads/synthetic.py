@@ -1,0 +1,155 @@
+"""Synthetic workloads: arrivals as `vllm bench serve` makes them, lengths from a distribution, and closed loops.
+
+Randomness always comes from a `numpy.random.Generator` the caller passes in, so a seed fixes the workload.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from servesim.errors import WorkloadError
+from servesim.request import Request
+from servesim.workloads.table import RequestTable
+
+
+def arrival_times(n: int, request_rate: float, burstiness: float, rng: np.random.Generator) -> np.ndarray:
+    """Send times in seconds from the start of the benchmark, exactly as `vllm bench serve` computes them.
+
+    Each request waits a gamma-distributed gap, shape = burstiness, scale = 1 / (request_rate * burstiness), so
+    the mean gap is 1 / request_rate whatever the burstiness: burstiness 1 is a Poisson process, < 1 burstier,
+    > 1 smoother, inf a fixed interval of 1 / request_rate. request_rate inf sends everything at time 0. Like vLLM,
+    the cumulative times are then rescaled so the last request goes out at exactly n / request_rate (vLLM: "close
+    the gap" of 1-2% a raw gamma sum has). The first request, too, waits one gap.
+    """
+    if n < 0:
+        raise WorkloadError(f"--num-requests: got {n}; expected a count >= 0")
+    if not request_rate > 0:
+        raise WorkloadError(f"--request-rate: got {request_rate}; expected a rate > 0 requests/s (or inf)")
+    if not burstiness > 0:
+        raise WorkloadError(f"--burstiness: got {burstiness}; expected a gamma shape > 0 (1 = Poisson, inf = fixed)")
+    if n == 0 or math.isinf(request_rate):
+        return np.zeros(n)
+    if math.isinf(burstiness):
+        gaps = np.full(n, 1.0 / request_rate)
+    else:
+        gaps = rng.gamma(shape=burstiness, scale=1.0 / (request_rate * burstiness), size=n)
+    t = np.cumsum(gaps)
+    if t[-1] > 0:
+        t *= (n / request_rate) / t[-1]
+    return t
+
+
+@dataclass(frozen=True, slots=True)
+class LengthDist:
+    """A token-length distribution, parsed from `--prompt-len` / `--output-len`.
+
+    `kind`: fixed (a), uniform (integers a..b inclusive), normal (mean a, std b), lognormal (mean a of the
+    distribution, sigma b of the log), empirical (values drawn with replacement). Samples are rounded to whole
+    tokens and clipped to [low, high].
+    """
+
+    kind: str
+    a: float = 0.0
+    b: float = 0.0
+    low: int = 1
+    high: int | None = None
+    values: np.ndarray | None = None  # empirical: the observed lengths
+    source: str = ""  # empirical: the workload the values came from (equal sources are sampled jointly)
+
+    def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        if self.kind == "fixed":
+            x = np.full(n, self.a)
+        elif self.kind == "uniform":
+            x = rng.integers(int(self.a), int(self.b), size=n, endpoint=True).astype(np.float64)
+        elif self.kind == "normal":
+            x = rng.normal(self.a, self.b, size=n)
+        elif self.kind == "lognormal":  # mean a = exp(mu + sigma^2 / 2)
+            x = rng.lognormal(math.log(self.a) - self.b**2 / 2, self.b, size=n)
+        else:
+            assert self.values is not None
+            x = self.values[rng.integers(0, len(self.values), size=n)].astype(np.float64)
+        return np.clip(np.rint(x), self.low, self.high if self.high is not None else np.inf).astype(np.int64)
+
+
+LENGTH_SYNTAX = (
+    "N | uniform:LO:HI | normal:MEAN:STD[:LO:HI] | lognormal:MEAN:SIGMA[:LO:HI] | trace:WORKLOAD (a built-in or file)"
+)
+
+
+def parse_length(spec: str | int, option: str = "--prompt-len") -> LengthDist:
+    """`512`, `uniform:64:512`, `normal:1000:200`, `lognormal:1000:0.8:1:8192`, `trace:azure-conv-sample`."""
+    text = str(spec).strip()
+    kind, _, rest = text.partition(":")
+    if kind == "trace":
+        return LengthDist("empirical", source=rest)  # values are filled in by the caller, who can load workloads
+    try:
+        nums = [float(x) for x in rest.split(":")] if rest else []
+        if not rest and kind.replace(".", "", 1).isdigit():
+            kind, nums = "fixed", [float(kind)]
+    except ValueError:
+        nums = []
+    arity = {"fixed": (1,), "uniform": (2,), "normal": (2, 4), "lognormal": (2, 4)}.get(kind, ())
+    if len(nums) not in arity or not all(math.isfinite(v) for v in nums):
+        raise WorkloadError(f"{option}: got {text!r}; expected {LENGTH_SYNTAX}")
+    low, high = (int(nums[2]), int(nums[3])) if len(nums) == 4 else (1, None)
+    dist = LengthDist(kind, nums[0], nums[1] if len(nums) > 1 else 0.0, max(low, 1), high)
+    checks = {
+        "fixed": dist.a >= 1 and dist.a == int(dist.a),
+        "uniform": 1 <= dist.a <= dist.b,
+        "normal": dist.b >= 0,
+        "lognormal": dist.a > 0 and dist.b >= 0,
+    }
+    if not checks[kind] or (high is not None and high < dist.low):
+        raise WorkloadError(f"{option}: got {text!r}; expected {LENGTH_SYNTAX} with lengths >= 1 and LO <= HI")
+    return dist
+
+
+def synthetic_lengths(
+    prompt: LengthDist, output: LengthDist, n: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """Prompt and output lengths; two empirical distributions from the same trace draw whole rows together,
+    keeping the trace's correlation between prompt and output length."""
+    if prompt.kind == output.kind == "empirical" and prompt.source == output.source:
+        assert prompt.values is not None and output.values is not None
+        rows = rng.integers(0, len(prompt.values), size=n)
+        return prompt.values[rows].astype(np.int64), output.values[rows].astype(np.int64)
+    return prompt.sample(n, rng), output.sample(n, rng)
+
+
+@dataclass(frozen=True, slots=True)
+class ClosedLoop:
+    """N users, each sending a request, waiting for it to finish, thinking, then sending the next.
+
+    Arrivals depend on completions, so this cannot be a list of arrival times: the engine drives it. At time 0
+    users send requests 0..N-1 (`initial_requests`); whenever a request finishes at time f, the user who sent it
+    sends the next unsent request at f + think_time (`next_request`). `requests` gives the lengths in sending
+    order; its arrival times are not used. Think time is fixed, so the schedule is deterministic.
+    """
+
+    num_users: int
+    think_time: float  # seconds between a response finishing and the same user's next request
+    requests: RequestTable
+
+    def __post_init__(self) -> None:
+        if self.num_users < 1:
+            raise WorkloadError(f"--users: got {self.num_users}; expected at least 1 concurrent user")
+        if not (self.think_time >= 0 and math.isfinite(self.think_time)):
+            raise WorkloadError(f"--think-time: got {self.think_time}; expected seconds >= 0")
+
+    def __len__(self) -> int:
+        return len(self.requests)
+
+    def initial_requests(self) -> list[Request]:
+        return [self._request(i, 0.0) for i in range(min(self.num_users, len(self)))]
+
+    def next_request(self, num_sent: int, finish_time: float) -> Request | None:
+        """The request sent after one finishes at `finish_time`, when `num_sent` have gone out so far."""
+        return self._request(num_sent, finish_time + self.think_time) if num_sent < len(self) else None
+
+    def _request(self, i: int, t: float) -> Request:
+        r = self.requests
+        prio = int(r.priority[i]) if r.priority is not None else 0
+        return Request(r.id_of(i), t, int(r.prompt_len[i]), int(r.output_len[i]), prio)

@@ -1,0 +1,211 @@
+"""The request table: a workload as numpy columns, so a million requests cost a few arrays, not a million objects.
+
+Loaders, generators and transforms all produce a `RequestTable`; `to_requests()` turns it into the `Request`s the
+engine consumes. Rows are sorted by arrival (ties keep file order); arrival times are seconds.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from servesim.errors import WorkloadError
+from servesim.request import Request
+
+# The canonical file format (`--format servesim`), written by `servesim workload generate`.
+SERVESIM_COLUMNS = ("arrival_time", "prompt_len", "output_len", "priority", "session_id", "hash_ids")
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class RequestTable:
+    arrival_time: np.ndarray  # float64 seconds, non-decreasing
+    prompt_len: np.ndarray  # int64 >= 1
+    output_len: np.ndarray  # int64 >= 1
+    row: np.ndarray | None = None  # int64 data row in the source (0-based); the default request id. None: 0..n-1
+    priority: np.ndarray | None = None  # int64, lower runs first (vLLM's priority policy)
+    session_id: np.ndarray | None = None  # int64 (string ids are numbered in order of first appearance)
+    hash_ids: np.ndarray | None = None  # int64 prefix-block hashes of all rows, concatenated (Mooncake)
+    hash_offsets: np.ndarray | None = None  # int64, n + 1: row i's hashes are hash_ids[off[i]:off[i + 1]]
+    hash_block_size: int | None = None  # tokens per hashed block (Mooncake: 512)
+    request_id: np.ndarray | None = None  # object array of str, when the file names its requests
+    has_arrivals: bool = True  # False for length-only files: arrival_time is all zeros until arrivals are made
+    notes: tuple[str, ...] = ()  # what loading changed or ignored (dropped, sorted, capped): shown to the user
+
+    def __post_init__(self) -> None:
+        n = len(self.arrival_time)
+        for name in ("prompt_len", "output_len", "row", "priority", "session_id", "request_id"):
+            col = getattr(self, name)
+            if col is not None and len(col) != n:
+                raise ValueError(f"{name} has {len(col)} rows, arrival_time has {n}")
+        if (self.hash_ids is None) != (self.hash_offsets is None):
+            raise ValueError("hash_ids and hash_offsets go together")
+        if self.hash_offsets is not None and len(self.hash_offsets) != n + 1:
+            raise ValueError(f"hash_offsets needs {n + 1} entries, has {len(self.hash_offsets)}")
+        if n and (min(self.prompt_len.min(), self.output_len.min()) < 1):
+            raise ValueError("prompt_len and output_len must be >= 1")
+        if n > 1 and np.any(np.diff(self.arrival_time) < 0):
+            raise ValueError("arrival_time must be sorted")
+
+    def __len__(self) -> int:
+        return len(self.arrival_time)
+
+    @classmethod
+    def from_columns(
+        cls, arrival_time: Sequence[float], prompt_len: Sequence[int], output_len: Sequence[int], **extra: object
+    ) -> RequestTable:
+        """Build from plain sequences (sorted by arrival, stably); for tests and small built-ins."""
+        t = np.asarray(arrival_time, dtype=np.float64)
+        order = np.argsort(t, kind="stable")
+        cols = {"prompt_len": np.asarray(prompt_len, dtype=np.int64), "output_len": np.asarray(output_len, np.int64)}
+        for name in ("priority", "session_id", "request_id"):
+            if extra.get(name) is not None:
+                cols[name] = np.asarray(extra.pop(name))[order]
+        if extra.get("hash_ids") is not None:
+            extra["hash_ids"], extra["hash_offsets"] = take_hashes(extra["hash_ids"], extra["hash_offsets"], order)
+        cols["prompt_len"], cols["output_len"] = cols["prompt_len"][order], cols["output_len"][order]
+        return cls(t[order], row=order, **cols, **extra)  # type: ignore[arg-type]
+
+    @classmethod
+    def from_requests(cls, requests: Sequence[Request]) -> RequestTable:
+        reqs = sorted(requests, key=lambda r: r.arrival_time)  # sorted() is stable: ties keep list order
+        return cls(
+            np.array([r.arrival_time for r in reqs], dtype=np.float64),
+            np.array([r.prompt_len for r in reqs], dtype=np.int64),
+            np.array([r.output_len for r in reqs], dtype=np.int64),
+            priority=np.array([r.priority for r in reqs], dtype=np.int64),
+            request_id=np.array([r.request_id for r in reqs], dtype=object),
+        )
+
+    @property
+    def request_ids(self) -> list[str]:
+        if self.request_id is not None:
+            return [str(x) for x in self.request_id]
+        rows = self.row if self.row is not None else range(len(self))
+        return [str(int(r)) for r in rows]
+
+    def id_of(self, i: int) -> str:
+        if self.request_id is not None:
+            return str(self.request_id[i])
+        return str(int(self.row[i])) if self.row is not None else str(i)
+
+    def hashes(self, i: int) -> np.ndarray:
+        """Row i's prefix-block hashes (empty when the workload has none)."""
+        if self.hash_ids is None or self.hash_offsets is None:
+            return np.empty(0, dtype=np.int64)
+        return self.hash_ids[self.hash_offsets[i] : self.hash_offsets[i + 1]]
+
+    def to_requests(self) -> list[Request]:
+        prio = self.priority.tolist() if self.priority is not None else [0] * len(self)
+        return [
+            Request(rid, t, p, o, q)
+            for rid, t, p, o, q in zip(
+                self.request_ids,
+                self.arrival_time.tolist(),
+                self.prompt_len.tolist(),
+                self.output_len.tolist(),
+                prio,
+                strict=True,
+            )
+        ]
+
+    def take(self, index: np.ndarray) -> RequestTable:
+        """The rows at `index`, which must keep arrival order (an increasing subset)."""
+        return take_rows(self, np.asarray(index, dtype=np.int64))
+
+    def with_note(self, note: str) -> RequestTable:
+        return replace(self, notes=(*self.notes, note))
+
+    def write_csv(self, path: str | Path) -> None:
+        """Write the canonical format, atomically: a failed write leaves any existing file untouched."""
+        write_atomic(Path(path), self.to_csv_text().encode())
+
+    def to_csv_text(self) -> str:
+        out = io.StringIO()
+        cols = ["arrival_time", "prompt_len", "output_len"]
+        cols += [c for c in ("priority", "session_id") if getattr(self, c) is not None]
+        if self.hash_ids is not None:
+            cols.append("hash_ids")
+        if self.request_id is not None:
+            cols.append("request_id")
+        w = csv.writer(out, lineterminator="\n")
+        w.writerow(cols)
+        for i in range(len(self)):
+            row: list[object] = [repr(float(self.arrival_time[i])), int(self.prompt_len[i]), int(self.output_len[i])]
+            row += [int(getattr(self, c)[i]) for c in ("priority", "session_id") if c in cols]
+            if self.hash_ids is not None:
+                row.append(" ".join(map(str, self.hashes(i).tolist())))
+            if self.request_id is not None:
+                row.append(self.request_id[i])
+            w.writerow(row)
+        return out.getvalue()
+
+
+def take_hashes(hash_ids: np.ndarray, offsets: np.ndarray, index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The hash lists of rows `index`, in that order, without a Python loop over rows."""
+    starts, lengths = offsets[index], offsets[index + 1] - offsets[index]
+    new_offsets = np.concatenate(([0], np.cumsum(lengths))).astype(np.int64)
+    flat = np.repeat(starts - new_offsets[:-1], lengths) + np.arange(new_offsets[-1], dtype=np.int64)
+    return hash_ids[flat], new_offsets
+
+
+def take_rows(table: RequestTable, index: np.ndarray) -> RequestTable:
+    hash_ids, offsets = table.hash_ids, table.hash_offsets
+    if hash_ids is not None and offsets is not None:
+        hash_ids, offsets = take_hashes(hash_ids, offsets, index)
+    pick = lambda col: None if col is None else col[index]  # noqa: E731
+    return replace(
+        table,
+        arrival_time=table.arrival_time[index],
+        prompt_len=table.prompt_len[index],
+        output_len=table.output_len[index],
+        row=table.row[index] if table.row is not None else index,
+        priority=pick(table.priority),
+        session_id=pick(table.session_id),
+        request_id=pick(table.request_id),
+        hash_ids=hash_ids,
+        hash_offsets=offsets,
+    )
+
+
+def read_servesim_csv(text: str, name: str) -> RequestTable:
+    """Parse the canonical format with the standard library only: how built-in workloads load without polars."""
+    rows = list(csv.reader(io.StringIO(text)))
+    if not rows or rows[0][:3] != list(SERVESIM_COLUMNS[:3]):
+        raise WorkloadError(f"{name}: line 1: expected the header {','.join(SERVESIM_COLUMNS[:3])},...")
+    header, body = rows[0], [r for r in rows[1:] if r]
+    cols = {h: [r[j] for r in body] for j, h in enumerate(header)}
+    try:
+        extra: dict[str, object] = {}
+        for c in ("priority", "session_id"):
+            if c in cols:
+                extra[c] = np.array(cols[c], dtype=np.int64)
+        if "hash_ids" in cols:
+            lists = [np.array(s.split(), dtype=np.int64) for s in cols["hash_ids"]]
+            extra["hash_ids"] = np.concatenate(lists) if lists else np.empty(0, dtype=np.int64)
+            extra["hash_offsets"] = np.concatenate(([0], np.cumsum([len(x) for x in lists]))).astype(np.int64)
+        if "request_id" in cols:
+            extra["request_id"] = np.array(cols["request_id"], dtype=object)
+        return RequestTable.from_columns(
+            np.array(cols["arrival_time"], dtype=np.float64),
+            np.array(cols["prompt_len"], dtype=np.int64),
+            np.array(cols["output_len"], dtype=np.int64),
+            **extra,
+        )
+    except ValueError as exc:
+        raise WorkloadError(f"{name}: not a valid servesim CSV: {exc}") from None
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write to a temporary file beside `path`, then rename over it: readers never see half a file."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        tmp.write_bytes(data)
+        tmp.replace(path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise WorkloadError(f"{path}: cannot write: {exc.strerror or exc}") from None
