@@ -52,6 +52,7 @@ def simulate(
     policy: str = "vllm",
     cost: CostModel | str = "toy",
     record: str = "full",
+    check_invariants: bool = False,
 ) -> SimResult:
     """Run `requests` through `policy` and return step records, per-request timelines and preemptions."""
     if record not in RECORD_LEVELS:
@@ -129,6 +130,8 @@ def simulate(
                     else:
                         sched.finish(s)
         preemptions.extend(out.preemptions)
+        if check_invariants:
+            _check(sched, states, out, cfg)
         if record != "summary":
             steps.append(StepRecord(
                 step=step, start_time=now, duration=duration, arrivals=tuple(arrivals),
@@ -150,3 +153,18 @@ def simulate(
             s.first_scheduled_time, tuple(s.token_times), s.finish_time, s.num_preemptions, s.request.priority,
         )
     return SimResult(policy, cost_model.name, cfg, tuple(steps), tuple(timelines), tuple(preemptions))
+
+
+def _check(sched, states: list[RequestState], out, cfg: EngineConfig) -> None:
+    """Invariants after every step (used by the property tests): budget, KV books, queue membership."""
+    assert sum(out.scheduled.values()) <= cfg.max_num_batched_tokens, "token budget exceeded"
+    assert len(sched.running) <= cfg.max_num_seqs, "more running than max_num_seqs"
+    held = sum(s.num_blocks for s in states)
+    if sched.kv.usable_blocks is not None:
+        assert 0 <= sched.kv.free_blocks <= sched.kv.usable_blocks, "KV over-allocated"
+        assert sched.kv.free_blocks + held == sched.kv.usable_blocks, "free + held != usable"
+    for s in states:
+        assert 0 <= s.num_computed_tokens <= s.num_tokens, f"{s.request_id}: computed beyond known tokens"
+        assert s.num_output_tokens <= s.request.output_len, f"{s.request_id}: too many outputs"
+        if s.status is not RequestStatus.RUNNING and s.status is not RequestStatus.FINISHED:
+            assert s.num_blocks == 0, f"{s.request_id}: holds GPU blocks while not running"

@@ -115,12 +115,14 @@ class Scheduler:
         if self.explain:
             self.out.waiting.append(Waiting(s.request_id, reason, detail))
 
-    def note_rest(self, requests, head_reason: Reason, head_detail: str = "") -> None:
-        """The head of a queue got `head_reason`; everyone behind it waits on the head (no skipping)."""
+    def note_rest(self, requests, head_reason: Reason, head_detail: str = "", shared: bool | None = None) -> None:
+        """The head of a queue got `head_reason`; the rest share it (a full batch, a spent budget, a frozen
+        admission) or wait behind the head (no skipping)."""
         if not self.explain:
             return
-        shared = head_reason in (Reason.MAX_NUM_SEQS, Reason.TOKEN_BUDGET, Reason.ADMISSION_FROZEN,
-                                 Reason.BATCH_CLOSED)
+        if shared is None:
+            shared = head_reason in (Reason.MAX_NUM_SEQS, Reason.TOKEN_BUDGET, Reason.ADMISSION_FROZEN,
+                                     Reason.BATCH_CLOSED)
         head = None
         for s in requests:
             if head is None:

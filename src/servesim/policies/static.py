@@ -20,7 +20,7 @@ class StaticScheduler(Scheduler):
             self.note_rest(self.waiting, Reason.BATCH_CLOSED, "the running batch must finish first")
             return out
         # a new batch: up to max_num_seqs waiting requests, prompts prefilled together in one step.
-        # NOTE: a static batch cannot preempt, so it reserves KV for each member's whole prompt + output.
+        # NOTE: a static batch cannot preempt, so it reserves KV for each member's whole lifetime.
         budget = self.config.max_num_batched_tokens
         while len(self.waiting):
             req = self.waiting.peek()
@@ -28,19 +28,23 @@ class StaticScheduler(Scheduler):
             if why:
                 self.note_rest(self.waiting, *why)
                 break
-            self.kv.allocate(req, req.request.prompt_len + req.request.output_len)
+            self.kv.allocate(req, self._lifetime_tokens(req))
             self.waiting.pop()
             self.admit(req, req.num_tokens_needed)
             budget -= req.num_tokens_needed
         return out
 
-    def _cannot_admit(self, req: RequestState, budget: int) -> tuple[Reason, str] | None:
+    @staticmethod
+    def _lifetime_tokens(req: RequestState) -> int:
+        # the last output token is sampled but never fed back, so it never enters the cache
+        return req.request.prompt_len + req.request.output_len - 1
+
+    def _cannot_admit(self, req: RequestState, budget: int) -> tuple[Reason, str, bool] | None:
         if len(self.running) >= self.config.max_num_seqs:
-            return Reason.MAX_NUM_SEQS, f"{len(self.running)} in the batch = max_num_seqs"
+            return Reason.MAX_NUM_SEQS, f"{len(self.running)} in the batch = max_num_seqs", True
         if req.num_tokens_needed > budget:
-            return Reason.TOKEN_BUDGET, f"prompt of {req.num_tokens_needed} tokens, {budget} left"
-        full = req.request.prompt_len + req.request.output_len
-        need = self.kv.blocks_needed(req, full)
+            return Reason.TOKEN_BUDGET, f"prompt of {req.num_tokens_needed} tokens, {budget} left", False
+        need = self.kv.blocks_needed(req, self._lifetime_tokens(req))
         if not self.kv.can_fit(need):
-            return Reason.KV_BLOCKS, f"needs {need} blocks for its whole length, {self.kv.free_blocks} free"
+            return Reason.KV_BLOCKS, f"needs {need} blocks for its whole length, {self.kv.free_blocks} free", False
         return None

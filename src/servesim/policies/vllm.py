@@ -76,17 +76,17 @@ class VLLMScheduler(Scheduler):
             budget -= n
         return out
 
-    def _cannot_admit(self, req: RequestState, budget: int) -> tuple[Reason, str] | None:
+    def _cannot_admit(self, req: RequestState, budget: int) -> tuple[Reason, str, bool] | None:
         cfg = self.config
         if len(self.running) >= cfg.max_num_seqs:
-            return Reason.MAX_NUM_SEQS, f"{len(self.running)} running = max_num_seqs"
+            return Reason.MAX_NUM_SEQS, f"{len(self.running)} running = max_num_seqs", True
         if budget <= 0:
-            return Reason.TOKEN_BUDGET, f"0 of {cfg.max_num_batched_tokens} tokens left"
+            return Reason.TOKEN_BUDGET, f"0 of {cfg.max_num_batched_tokens} tokens left", True
         if not cfg.enable_chunked_prefill and req.num_tokens_needed > budget:
-            return Reason.TOKEN_BUDGET, f"needs {req.num_tokens_needed} tokens, {budget} left, chunking off"
+            return Reason.TOKEN_BUDGET, f"needs {req.num_tokens_needed} tokens, {budget} left, chunking off", False
         need = self.admission_blocks(req) + self.watermark_blocks()
         if not self.kv.can_fit(need):
-            return Reason.KV_BLOCKS, f"needs {need} blocks, {self.kv.free_blocks} free"
+            return Reason.KV_BLOCKS, f"needs {need} blocks, {self.kv.free_blocks} free", False
         return None
 
     def _swap_in(self, budget: int, cap: int) -> int:
@@ -107,11 +107,13 @@ class VLLMScheduler(Scheduler):
         return budget
 
     def pick_victim(self) -> RequestState:
+        # async scheduling: a finished request still holding its seat is released next step, never preempted
+        candidates = [r for r in self.running if not r.is_finished]
         if self.config.policy == "priority":
             # NOTE: vLLM stamps arrival_time when a request is created, so of two requests with equal times the
             # one created later is the larger; the workload index plays that part here.
-            return max(self.running, key=lambda r: (r.request.priority, r.request.arrival_time, r.index))
-        return self.running[-1]
+            return max(candidates, key=lambda r: (r.request.priority, r.request.arrival_time, r.index))
+        return candidates[-1]
 
 
 class ContinuousScheduler(VLLMScheduler):

@@ -1,0 +1,27 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+from servesim.config import EngineConfig
+from servesim.engine import simulate
+from servesim.request import Request
+
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+
+
+def reqs(*specs) -> list[Request]:
+    """(id, arrival, prompt, output[, priority]) tuples -> requests."""
+    return [Request(str(s[0]), float(s[1]), s[2], s[3], *(s[4:] or ())) for s in specs]
+
+
+def run(requests, sched="vllm", cost="unit", **cfg):
+    """Simulate on the unit step clock; `cfg` are EngineConfig fields (max_num_seqs defaults to 8 here)."""
+    cfg.setdefault("max_num_seqs", 8)
+    return simulate(requests, EngineConfig(**cfg), sched, cost, check_invariants=True)
+
+
+def tokens(result) -> list[list[tuple[str, int]]]:
+    """Per step: (id, num_scheduled_tokens) in schedule order."""
+    return [[(e.id, e.num_scheduled_tokens) for e in s.scheduled] for s in result.steps]
+
+
