@@ -1,1 +1,135 @@
 """`servesim cost`, `models`, `gpus`, `calibrate`: registered here."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from servesim.cli.app import app
+from servesim.cost import StepShape, get_cost_model
+from servesim.cost.specs import builtin_gpus, builtin_models, load_model
+from servesim.errors import ConfigError
+
+
+@app.command()
+def cost(
+    model: Annotated[str | None, typer.Option(help="Built-in model name (see `servesim models`) or PATH/config.json "
+                                              "[default: llama-3-8b, or the --cost profile's model].")] = None,
+    gpu: Annotated[str, typer.Option(help="Built-in GPU name or alias (see `servesim gpus`) or PATH.toml "
+                                     "(with --cost, the profile's GPU is used).")] = "h100-80gb",
+    tp: Annotated[int, typer.Option(help="Tensor-parallel size (GPUs per replica).")] = 1,
+    prefill: Annotated[list[str] | None, typer.Option(
+        help="A prefill chunk TOKENS@CONTEXT (tokens new this step @ tokens already cached); repeatable.")] = None,
+    decodes: Annotated[int, typer.Option(help="Number of decoding requests (one new token each).")] = 0,
+    context: Annotated[int, typer.Option(help="Context of each decoding request, in tokens.")] = 1024,
+    cost_profile: Annotated[str | None, typer.Option(
+        "--cost", help="A calibrated profile PATH.json (`servesim calibrate`) instead of default efficiencies.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON object: total_ms and the breakdown.")] = False,
+) -> None:
+    """Time of one step (milliseconds) on the roofline, broken down by operator (all layers summed)."""
+    from servesim.cost.calibrate import parse_prefill
+
+    chunks = [c for spec in prefill or () for c in parse_prefill(spec)]
+    if decodes < 0 or context < 0:
+        raise ConfigError("--decodes and --context must be >= 0")
+    if not chunks and not decodes:
+        raise ConfigError("an empty step: give --prefill TOKENS@CONTEXT and/or --decodes N")
+    shape = StepShape.of(decodes=[context] * decodes, prefills=chunks)
+    if cost_profile:
+        roof = get_cost_model("profile", path=cost_profile, tp=tp, model=model)
+    else:
+        roof = get_cost_model("roofline", model=model or "llama-3-8b", gpu=gpu, tp=tp)
+    total, parts = roof.step_time(shape), roof.breakdown(shape)
+    if as_json:
+        print(json.dumps({
+            "model": roof.model.name, "gpu": roof.gpu.name, "tp": tp, "total_ms": total * 1e3,
+            "num_tokens": shape.num_tokens, "num_decodes": shape.num_decodes,
+            "breakdown": [{"operator": p.name, "ms": p.seconds * 1e3, "bound": p.bound, "flops": p.flops,
+                           "bytes": p.bytes} for p in parts],
+        }, indent=2))
+        return
+    table = Table(title=f"{roof.model.name} on {tp} x {roof.gpu.name}: {shape.num_tokens} tokens "
+                        f"({shape.num_decodes} decodes, {len(chunks)} prefill chunks)")
+    table.add_column("operator")
+    table.add_column("ms", justify="right")
+    table.add_column("share", justify="right")
+    table.add_column("bound")
+    for p in parts:
+        table.add_row(p.name, f"{p.seconds * 1e3:.3f}", f"{p.seconds / total:.0%}", p.bound)
+    table.add_row("total", f"{total * 1e3:.3f}", "100%", "", style="bold")
+    Console().print(table)
+
+
+@app.command()
+def models() -> None:
+    """Built-in model specs (Hugging Face config.json values); KV bytes per token at tp=1."""
+    table = Table(title="built-in models (--model NAME, or --model PATH/config.json)")
+    for col in ("name", "params (B)", "layers", "hidden", "heads / kv", "head_dim", "MLP", "vocab", "KV B/token"):
+        table.add_column(col, justify="left" if col == "name" else "right")
+    for name in builtin_models():
+        m = load_model(name)
+        mlp = f"{m.intermediate_size}" + (f" x{m.num_local_experts} (top {m.num_experts_per_tok})"
+                                          if m.num_local_experts else "")
+        kv = 2 * m.num_hidden_layers * m.num_key_value_heads * m.head_dim * m.dtype_bytes
+        table.add_row(name, f"{m.num_parameters / 1e9:.1f}", str(m.num_hidden_layers), str(m.hidden_size),
+                      f"{m.num_attention_heads} / {m.num_key_value_heads}", str(m.head_dim), mlp, str(m.vocab_size),
+                      str(kv))
+    Console().print(table)
+
+
+@app.command()
+def gpus() -> None:
+    """Built-in GPU specs (datasheet numbers) and their default efficiencies."""
+    table = Table(title="built-in GPUs (--gpu NAME or alias, or --gpu PATH.toml)")
+    for col in ("name", "aliases", "bf16 TFLOP/s", "memory GB/s", "memory GiB", "interconnect GB/s", "PCIe GB/s",
+                "eff. compute / memory / link"):
+        table.add_column(col, justify="left" if col in ("name", "aliases") else "right")
+    for name, g in builtin_gpus().items():
+        table.add_row(name, ", ".join(g.aliases), f"{g.peak_flops / 1e12:.1f}", f"{g.memory_bandwidth / 1e9:.0f}",
+                      f"{g.memory_bytes / 2**30:.0f}", f"{g.interconnect_bandwidth / 1e9:.0f}",
+                      f"{g.pcie_bandwidth / 1e9:.0f}",
+                      f"{g.compute_efficiency:.2f} / {g.memory_efficiency:.2f} / {g.interconnect_efficiency:.2f}")
+    Console().print(table)
+
+
+@app.command("calibrate")
+def calibrate_cmd(
+    measured: Annotated[Path, typer.Argument(help="CSV of measurements: operator,tp,num_tokens,size_bytes,decodes,"
+                                             "context,prefill,time_ms (see docs/cost-models.md).")],
+    model: Annotated[str, typer.Option(help="Model measured (name or PATH/config.json).")],
+    gpu: Annotated[str, typer.Option(help="GPU measured on (name, alias or PATH.toml).")],
+    tp: Annotated[int, typer.Option(help="Tensor-parallel size the profile defaults to as --cost.")] = 1,
+    output: Annotated[Path, typer.Option("-o", "--output", help="Profile to write (JSON).")] = Path("profile.json"),
+    seed: Annotated[int, typer.Option(help="Seed of the split into fitted and held-out halves.")] = 0,
+) -> None:
+    """Fit efficiencies and overheads (bounded least squares) to measured times; write a profile for --cost.
+
+    Reports MAPE and the worst error on the half of the rows held out from the fit.
+    """
+    from servesim.cost.calibrate import calibrate, read_measurements
+    from servesim.cost.profile import profile_dict, save_profile
+    from servesim.cost.specs import load_gpu
+
+    rows = read_measurements(measured)
+    try:
+        fit = calibrate(rows, model, gpu, seed=seed)
+    except ImportError:
+        raise ConfigError("calibration needs scipy: pip install 'servesim[fit]'") from None
+    report = {"num_fit": fit.num_fit, "num_held_out": fit.num_held_out, "held_out": fit.held_out, "seed": seed}
+    save_profile(output, profile_dict(load_model(model).name if Path(model).suffix != ".json" else model,
+                                      load_gpu(gpu).name, tp, fit.params, fit.allreduce_by_tp, report))
+    table = Table(title=f"held-out error ({fit.num_fit} rows fitted, {fit.num_held_out} held out)")
+    for col in ("operators", "rows", "MAPE", "worst"):
+        table.add_column(col, justify="left" if col == "operators" else "right")
+    for group, e in fit.held_out.items():
+        table.add_row(group, str(e["rows"]), f"{e['mape']:.1f} %", f"{e['worst']:.0f} %")
+    Console().print(table)
+    p = fit.params
+    print(f"compute_efficiency {p.compute_efficiency:.3f}, memory_efficiency {p.memory_efficiency:.3f}, "
+          f"kernel_latency {p.kernel_latency * 1e6:.1f} us, step_overhead {p.step_overhead * 1e3:.2f} ms")
+    print(f"wrote {output} (use: --cost {output})")

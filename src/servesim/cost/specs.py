@@ -112,7 +112,7 @@ class ModelSpec:
                 num_local_experts=integer(config.get("num_local_experts") or 0, "num_local_experts"),
                 num_experts_per_tok=integer(config.get("num_experts_per_tok") or 0, "num_experts_per_tok"),
                 gated_mlp=gated,
-                tie_word_embeddings=bool(config.get("tie_word_embeddings", False)),
+                tie_word_embeddings=bool(config.get("tie_word_embeddings", True)),  # HF PretrainedConfig default
             )
         except ConfigError as exc:
             raise ConfigError(f"{source}: {exc}") from None
