@@ -28,7 +28,7 @@ def cost(
     decodes: Annotated[int, typer.Option(help="Number of decoding requests (one new token each).")] = 0,
     context: Annotated[int, typer.Option(help="Context of each decoding request, in tokens.")] = 1024,
     cost_profile: Annotated[str | None, typer.Option(
-        "--cost", help="A calibrated profile PATH.json (`servesim calibrate`) instead of default efficiencies.")] = None,
+        "--cost", help="A calibrated profile PATH.json (`servesim calibrate`), not the defaults.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON object: total_ms and the breakdown.")] = False,
 ) -> None:
     """Time of one step (milliseconds) on the roofline, broken down by operator (all layers summed)."""
