@@ -1,0 +1,119 @@
+"""Synthetic arrivals (vllm bench serve's definition), length distributions, and the closed loop."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from servesim.errors import WorkloadError
+from servesim.workloads import ClosedLoop, RequestTable, arrival_times, make_closed_loop, make_table, parse_length
+
+
+def rng(seed: int = 0) -> np.random.Generator:
+    return np.random.default_rng(seed)
+
+
+def test_rate_inf_sends_everything_at_once():
+    assert arrival_times(4, math.inf, 1.0, rng()).tolist() == [0.0, 0.0, 0.0, 0.0]
+
+
+def test_burstiness_inf_is_a_fixed_interval():
+    assert arrival_times(4, 2.0, math.inf, rng()).tolist() == [0.5, 1.0, 1.5, 2.0]
+
+
+def test_last_request_goes_out_at_n_over_rate_like_vllm():
+    # vLLM rescales the cumulative gamma delays so the last one is exactly total_requests / request_rate
+    for burstiness in (0.25, 1.0, 4.0):
+        t = arrival_times(50, 10.0, burstiness, rng())
+        assert t[-1] == pytest.approx(5.0, rel=1e-12)
+        assert np.all(np.diff(t) >= 0) and t[0] > 0
+
+
+def test_gamma_gaps_have_cv_one_over_sqrt_burstiness():
+    # gamma(shape k) has CV 1/sqrt(k): 2 for k = 0.25, 1 (Poisson) for k = 1, 0.5 for k = 4.
+    # 200,000 gaps: the sample CV is within ~1% of its expectation.
+    for k, cv in ((0.25, 2.0), (1.0, 1.0), (4.0, 0.5)):
+        gaps = np.diff(arrival_times(200_000, 5.0, k, rng(1)))
+        assert gaps.std() / gaps.mean() == pytest.approx(cv, rel=0.03)
+
+
+def test_same_seed_same_arrivals_and_different_seed_different():
+    assert arrival_times(10, 3.0, 1.0, rng(7)).tolist() == arrival_times(10, 3.0, 1.0, rng(7)).tolist()
+    assert arrival_times(10, 3.0, 1.0, rng(7)).tolist() != arrival_times(10, 3.0, 1.0, rng(8)).tolist()
+
+
+@pytest.mark.parametrize(
+    ("spec", "low", "high"), [("uniform:5:7", 5, 7), ("normal:100:500:10:200", 10, 200), ("lognormal:50:2:1:60", 1, 60)]
+)
+def test_lengths_stay_within_their_bounds(spec, low, high):
+    x = parse_length(spec).sample(5000, rng())
+    assert x.dtype == np.int64 and x.min() == low and x.max() == high  # 5000 draws hit both clips / ends
+
+
+def test_fixed_length_and_lognormal_mean():
+    assert parse_length("128").sample(3, rng()).tolist() == [128, 128, 128]
+    # lognormal:MEAN:SIGMA is parameterised by the distribution's mean: mu = ln(MEAN) - SIGMA^2 / 2
+    x = parse_length("lognormal:1000:0.5").sample(200_000, rng())
+    assert x.mean() == pytest.approx(1000, rel=0.01)
+
+
+@pytest.mark.parametrize("bad", ["0", "uniform:9:3", "normal:5", "pareto:1:2", "", "lognormal:-1:1", "nan"])
+def test_bad_length_specs(bad):
+    with pytest.raises(WorkloadError, match="expected"):
+        parse_length(bad)
+
+
+def test_random_workload_defaults_follow_vllm_bench_serve():
+    t = make_table("random", request_rate=4.0)
+    assert len(t) == 1000  # --num-prompts default
+    assert set(t.prompt_len.tolist()) == {1024} and set(t.output_len.tolist()) == {128}
+    assert t.arrival_time[-1] == pytest.approx(250.0)  # 1000 / 4
+
+
+def test_empirical_lengths_draw_whole_rows_from_the_trace():
+    t = make_table(
+        "random", num_requests=300, prompt_len="trace:azure-conv-sample", output_len="trace:azure-conv-sample"
+    )
+    from servesim.workloads import builtin_table
+
+    src = builtin_table("azure-conv-sample")
+    pairs = set(zip(src.prompt_len.tolist(), src.output_len.tolist(), strict=True))
+    assert set(zip(t.prompt_len.tolist(), t.output_len.tolist(), strict=True)) <= pairs
+
+
+def run_closed_loop(loop: ClosedLoop, service_time: float) -> list[tuple[str, float]]:
+    """A toy engine: every request takes `service_time` seconds from its arrival (no queueing)."""
+    sent, pending, log = 0, [], []
+    for r in loop.initial_requests():
+        sent += 1
+        pending.append(r)
+    while pending:
+        pending.sort(key=lambda r: (r.arrival_time, r.request_id))
+        r = pending.pop(0)
+        log.append((r.request_id, r.arrival_time))
+        nxt = loop.next_request(sent, r.arrival_time + service_time)
+        if nxt is not None:
+            sent += 1
+            pending.append(nxt)
+    return log
+
+
+def test_closed_loop_arrivals_follow_completions():
+    table = RequestTable.from_columns([0] * 5, [10] * 5, [5] * 5)
+    loop = ClosedLoop(num_users=2, think_time=0.5, requests=table)
+    # two users start at 0; each response takes 1 s, then 0.5 s of thinking: next sends at 1.5, 1.5, 3.0
+    assert run_closed_loop(loop, 1.0) == [("0", 0.0), ("1", 0.0), ("2", 1.5), ("3", 1.5), ("4", 3.0)]
+    # a slower engine delays the arrivals: an open-loop schedule could not do this
+    assert run_closed_loop(loop, 2.0)[-1] == ("4", 5.0)
+
+
+def test_closed_loop_from_options():
+    loop = make_closed_loop("random", users=3, think_time=1.0, num_requests=10, prompt_len="64")
+    assert (loop.num_users, len(loop)) == (3, 10)
+    assert [r.arrival_time for r in loop.initial_requests()] == [0.0, 0.0, 0.0]
+    with pytest.raises(WorkloadError, match="closed loop"):
+        make_closed_loop("random", users=3, request_rate=1.0)
+    with pytest.raises(WorkloadError, match="--users"):
+        make_closed_loop("random", users=0)
