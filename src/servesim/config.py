@@ -29,6 +29,7 @@ class EngineConfig:
     swap_space: int | None = None  # host pool in blocks (swap mode); None = unlimited
     kv_bytes_per_token: int = 131072  # 2 x 32 layers x 8 kv heads x 128 head_dim x 2 bytes (Llama-3-8B)
     pcie_bandwidth: float = 32e9  # bytes/s, host <-> GPU for swapping (PCIe 4.0 x16)
+    gpu_memory_utilization: float = 0.9  # share of GPU memory vLLM may use, when KV is derived from a cost model
 
     def __post_init__(self) -> None:
         for name in ("max_num_seqs", "block_size"):
@@ -49,6 +50,8 @@ class EngineConfig:
             raise ConfigError(
                 f"unknown preemption_mode {self.preemption_mode!r}; valid: {', '.join(PREEMPTION_MODES)}"
             )
+        if not 0.0 < self.gpu_memory_utilization <= 1.0:
+            raise ConfigError(f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}")
         if self.pcie_bandwidth <= 0 or self.kv_bytes_per_token <= 0:
             raise ConfigError("pcie_bandwidth and kv_bytes_per_token must be > 0")
 

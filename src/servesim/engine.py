@@ -23,12 +23,25 @@ from servesim.result import SimResult
 RECORD_LEVELS = ("full", "steps", "summary")
 
 
-def resolve_config(config: EngineConfig, policy: str, requests: Sequence[Request]) -> EngineConfig:
-    """Fill workload-dependent defaults and reject what cannot work, before simulating (as vLLM validates)."""
+def resolve_config(
+    config: EngineConfig, policy: str, requests: Sequence[Request], cost: CostModel | None = None
+) -> EngineConfig:
+    """Fill workload-dependent defaults and reject what cannot work, before simulating (as vLLM validates).
+
+    A cost model that knows the model and GPU (the roofline) also sets the KV bytes per token and, when
+    `num_gpu_blocks` is not given, derives it from GPU memory as vLLM does.
+    """
     if not policy_class(policy).chunked:
         config = replace(config, enable_chunked_prefill=False)
     longest = max((r.prompt_len + r.output_len for r in requests), default=1)
     cfg = config.resolved(longest)
+    kv_bytes = getattr(cost, "kv_bytes_per_token", None)
+    if kv_bytes:
+        cfg = replace(cfg, kv_bytes_per_token=kv_bytes)
+    derive = getattr(cost, "num_gpu_blocks", None)
+    if cfg.num_gpu_blocks is None and callable(derive):
+        cfg = replace(cfg, num_gpu_blocks=derive(cfg.block_size, cfg.gpu_memory_utilization,
+                                                 cfg.max_num_batched_tokens, cfg.max_num_seqs))
     for r in requests:
         if r.prompt_len + r.output_len > cfg.max_model_len:
             raise ConfigError(
@@ -58,7 +71,7 @@ def simulate(
     if record not in RECORD_LEVELS:
         raise ConfigError(f"unknown record level {record!r}; valid: {', '.join(RECORD_LEVELS)}")
     cost_model = get_cost_model(cost) if isinstance(cost, str) else cost
-    cfg = resolve_config(config or EngineConfig(), policy, requests)
+    cfg = resolve_config(config or EngineConfig(), policy, requests, cost_model)
     sched = make_scheduler(policy, cfg, explain=record == "full")
     order = sorted(range(len(requests)), key=lambda i: (requests[i].arrival_time, i))
     states = [RequestState(requests[i], i) for i in order]
