@@ -1,0 +1,256 @@
+"""Client-side metrics with `vllm bench serve`'s definitions, names and output layout.
+
+Definitions (vllm/benchmarks/serve.py, `calculate_metrics`), over completed requests:
+- TTFT: first token time - arrival time.
+- TPOT: (E2EL - TTFT) / (output_len - 1), one value per request with output_len > 1.
+- ITL: every gap between consecutive tokens of a request, all requests pooled into one list.
+- E2EL: finish time - arrival time.
+- Throughputs: completed requests, output tokens, and input + output tokens, each divided by the duration.
+- Goodput: requests meeting every given SLO (value <= target; TPOT counts as 0 for output_len 1) / duration.
+- Statistics: numpy mean, median, std (population) and percentiles (linear interpolation); an empty list counts
+  as [0], as vLLM's `np.mean(x or 0)` does.
+
+Duration: vLLM times from sending the first request to the last completion; a simulated client sends each
+request at its arrival time, so the duration is the first (kept) arrival to the last (kept) finish, which is
+`SimResult.makespan` when nothing is excluded.
+
+Everything is computed with numpy over flat arrays built once from the timelines (no per-token objects).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from servesim.errors import ConfigError
+from servesim.result import SimResult
+
+DEFAULT_PERCENTILES: tuple[float, ...] = (50.0, 90.0, 99.0)
+METRICS = ("ttft", "tpot", "itl", "e2el")  # vLLM's --percentile-metrics names
+HEADERS = {  # vLLM's section headers and short names
+    "ttft": ("Time to First Token", "TTFT"),
+    "tpot": ("Time per Output Token (excl. 1st token)", "TPOT"),
+    "itl": ("Inter-token Latency", "ITL"),
+    "e2el": ("End-to-end Latency", "E2EL"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """One metric's statistics (milliseconds for latencies)."""
+
+    mean: float
+    median: float
+    std: float
+    percentiles: tuple[tuple[float, float], ...]  # (p, value)
+    count: int  # values behind the statistics (0: all are vLLM's placeholder 0)
+
+    @classmethod
+    def of(cls, seconds: np.ndarray, percentiles: Sequence[float], scale: float = 1000.0) -> Summary:
+        """Statistics of `seconds` x `scale` (ms by default; scale 1 for counts)."""
+        x = seconds * scale if seconds.size else np.zeros(1)  # NOTE: vLLM reports 0 for an empty list
+        return cls(float(np.mean(x)), float(np.median(x)), float(np.std(x)),
+                   tuple((float(p), float(np.percentile(x, p))) for p in percentiles), int(seconds.size))
+
+    def percentile(self, p: float) -> float:
+        for q, v in self.percentiles:
+            if q == p:
+                return v
+        raise KeyError(f"percentile {p} was not computed (have {[q for q, _ in self.percentiles]})")
+
+
+@dataclass(frozen=True, slots=True)
+class RequestArrays:
+    """Per-request values as numpy arrays (seconds), completed requests only, in workload order."""
+
+    ids: tuple[str, ...]
+    arrival: np.ndarray
+    prompt_len: np.ndarray
+    output_len: np.ndarray
+    ttft: np.ndarray
+    e2el: np.ndarray
+    tpot: np.ndarray  # NaN where output_len == 1
+    itl: np.ndarray  # all gaps pooled (not per request)
+    finish: np.ndarray
+
+
+@dataclass(frozen=True, slots=True)
+class BenchmarkMetrics:
+    completed: int
+    failed: int  # requests that never finished (0 in a finished simulation)
+    total_input: int
+    total_output: int
+    duration: float  # seconds
+    request_throughput: float
+    output_throughput: float
+    total_token_throughput: float
+    request_goodput: float | None  # None without SLOs, as vLLM writes it
+    goodput: dict[str, float]  # the SLOs in ms, e.g. {"ttft": 300.0}
+    summaries: dict[str, Summary] = field(default_factory=dict)  # "ttft", "tpot", "itl", "e2el"
+    percentiles: tuple[float, ...] = DEFAULT_PERCENTILES
+
+    def __getitem__(self, metric: str) -> Summary:
+        return self.summaries[metric]
+
+
+def _percentile_word(p: float) -> str:
+    return str(int(p)) if int(p) == p else str(p)
+
+
+def request_arrays(result: SimResult, keep: np.ndarray | None = None) -> RequestArrays:
+    """Flat arrays of the completed requests' latencies (optionally only where `keep` is true)."""
+    reqs = result.requests
+    n = len(reqs)
+    done = np.fromiter((r.finish_time is not None and bool(r.token_times) for r in reqs), bool, n)
+    if keep is not None:
+        done &= keep
+    idx = np.flatnonzero(done)
+    sel = [reqs[i] for i in idx]
+    arrival = np.fromiter((r.arrival_time for r in sel), float, len(sel))
+    first = np.fromiter((r.token_times[0] for r in sel), float, len(sel))
+    finish = np.fromiter((r.finish_time for r in sel), float, len(sel))
+    out = np.fromiter((r.output_len for r in sel), np.int64, len(sel))
+    prompt = np.fromiter((r.prompt_len for r in sel), np.int64, len(sel))
+    lengths = np.fromiter((len(r.token_times) for r in sel), np.int64, len(sel))
+    flat = np.fromiter(itertools.chain.from_iterable(r.token_times for r in sel), float, int(lengths.sum()))
+    gaps = np.diff(flat)
+    if lengths.size > 1:  # drop the "gaps" that span two requests
+        gaps = np.delete(gaps, np.cumsum(lengths)[:-1] - 1)
+    ttft, e2el = first - arrival, finish - arrival
+    with np.errstate(divide="ignore", invalid="ignore"):
+        tpot = np.where(out > 1, (e2el - ttft) / np.maximum(out - 1, 1), np.nan)
+    return RequestArrays(tuple(r.id for r in sel), arrival, prompt, out, ttft, e2el, tpot, gaps, finish)
+
+
+def window(result: SimResult, warmup: float = 0.0, cooldown: float = 0.0) -> np.ndarray:
+    """Requests kept after excluding those arriving in the first `warmup` or last `cooldown` seconds of arrivals."""
+    if warmup < 0 or cooldown < 0:
+        raise ConfigError(f"warm-up and cool-down must be >= 0 seconds, got {warmup} and {cooldown}")
+    arrival = np.fromiter((r.arrival_time for r in result.requests), float, len(result.requests))
+    if not arrival.size:
+        return np.zeros(0, bool)
+    keep = (arrival >= arrival.min() + warmup) & (arrival <= arrival.max() - cooldown)
+    if not keep.any():
+        raise ConfigError(f"warm-up {warmup} s and cool-down {cooldown} s exclude every request "
+                          f"(arrivals span {arrival.max() - arrival.min():.6g} s)")
+    return keep
+
+
+def parse_goodput(specs: Iterable[str]) -> dict[str, float]:
+    """`ttft:300 tpot:50` (or repeated / comma-separated) -> {"ttft": 300.0, "tpot": 50.0}, targets in ms."""
+    slos: dict[str, float] = {}
+    for item in (s for spec in specs for s in spec.replace(",", " ").split()):
+        name, sep, value = item.partition(":")
+        if not sep or name not in ("ttft", "tpot", "e2el"):
+            raise ConfigError(f"--goodput {item!r}: expected NAME:MS with NAME one of ttft, tpot, e2el")
+        try:
+            ms = float(value)
+        except ValueError:
+            raise ConfigError(f"--goodput {item!r}: {value!r} is not a number of milliseconds") from None
+        if ms < 0:
+            raise ConfigError(f"--goodput {item!r}: the target must be >= 0 ms")
+        slos[name] = ms
+    return slos
+
+
+def parse_percentiles(text: str) -> tuple[float, ...]:
+    try:
+        ps = tuple(float(p) for p in text.split(",") if p.strip())
+    except ValueError:
+        raise ConfigError(f"--percentiles {text!r}: expected numbers separated by commas, e.g. 50,90,99") from None
+    if not ps or any(not 0 < p <= 100 for p in ps):
+        raise ConfigError(f"--percentiles {text!r}: each must be in (0, 100]")
+    return ps
+
+
+def good_mask(a: RequestArrays, goodput: dict[str, float]) -> np.ndarray:
+    """Requests meeting every target (vLLM: value <= target; a one-token output's TPOT counts as 0)."""
+    good = np.ones(a.ttft.size, bool)
+    values = {"ttft": a.ttft, "tpot": np.nan_to_num(a.tpot, nan=0.0), "e2el": a.e2el}
+    for name, ms in goodput.items():
+        good &= values[name] <= ms / 1000
+    return good
+
+
+def benchmark_metrics(
+    result: SimResult,
+    percentiles: Sequence[float] = DEFAULT_PERCENTILES,
+    goodput: dict[str, float] | None = None,
+    warmup: float = 0.0,
+    cooldown: float = 0.0,
+) -> BenchmarkMetrics:
+    """`vllm bench serve`'s metrics of a simulated run (see the module docstring for every definition)."""
+    keep = window(result, warmup, cooldown) if warmup or cooldown else None
+    a = request_arrays(result, keep)
+    total = len(result.requests) if keep is None else int(keep.sum())
+    duration = float(a.finish.max() - a.arrival.min()) if a.finish.size else 0.0
+    per_s = (lambda x: x / duration) if duration > 0 else (lambda x: 0.0)
+    total_in, total_out = int(a.prompt_len.sum()), int(a.output_len.sum())
+    slos = dict(goodput or {})
+    summaries = {
+        "ttft": Summary.of(a.ttft, percentiles),
+        "tpot": Summary.of(a.tpot[~np.isnan(a.tpot)], percentiles),
+        "itl": Summary.of(a.itl, percentiles),
+        "e2el": Summary.of(a.e2el, percentiles),
+    }
+    return BenchmarkMetrics(
+        completed=int(a.ttft.size), failed=total - int(a.ttft.size), total_input=total_in, total_output=total_out,
+        duration=duration, request_throughput=per_s(a.ttft.size), output_throughput=per_s(total_out),
+        total_token_throughput=per_s(total_in + total_out),
+        request_goodput=per_s(int(good_mask(a, slos).sum())) if slos else None, goodput=slos,
+        summaries=summaries, percentiles=tuple(float(p) for p in percentiles),
+    )
+
+
+def to_json(m: BenchmarkMetrics, metrics: Sequence[str] = METRICS) -> dict[str, float | int | None]:
+    """vLLM's result keys: duration, completed, ..., mean_ttft_ms, median_ttft_ms, std_ttft_ms, p99_ttft_ms, ..."""
+    out: dict[str, float | int | None] = {
+        "duration": m.duration, "completed": m.completed, "failed": m.failed,
+        "total_input_tokens": m.total_input, "total_output_tokens": m.total_output,
+        "request_throughput": m.request_throughput, "request_goodput": m.request_goodput,
+        "output_throughput": m.output_throughput, "total_token_throughput": m.total_token_throughput,
+    }
+    for name in metrics:
+        s = m.summaries[name]
+        out[f"mean_{name}_ms"], out[f"median_{name}_ms"], out[f"std_{name}_ms"] = s.mean, s.median, s.std
+        for p, v in s.percentiles:
+            out[f"p{_percentile_word(p)}_{name}_ms"] = v
+    return out
+
+
+def _line(label: str, value: object, fmt: str = "") -> str:
+    return f"{label:<40} {value:<10{fmt}}".rstrip()
+
+
+def format_result(m: BenchmarkMetrics, metrics: Sequence[str] = METRICS) -> str:
+    """The "Serving Benchmark Result" block, with vLLM's labels and column layout (trailing spaces trimmed)."""
+    lines = [f"{' Serving Benchmark Result ':=^50}",
+             _line("Successful requests:", m.completed),
+             _line("Failed requests:", m.failed),
+             _line("Benchmark duration (s):", m.duration, ".2f"),
+             _line("Total input tokens:", m.total_input),
+             _line("Total generated tokens:", m.total_output),
+             _line("Request throughput (req/s):", m.request_throughput, ".2f")]
+    if m.request_goodput is not None:
+        lines.append(_line("Request goodput (req/s):", m.request_goodput, ".2f"))
+    lines += [_line("Output token throughput (tok/s):", m.output_throughput, ".2f"),
+              _line("Total token throughput (tok/s):", m.total_token_throughput, ".2f")]
+    for name in metrics:
+        header, short = HEADERS[name]
+        s = m.summaries[name]
+        lines += [f"{header:-^50}", _line(f"Mean {short} (ms):", s.mean, ".2f"),
+                  _line(f"Median {short} (ms):", s.median, ".2f")]
+        lines += [_line(f"P{_percentile_word(p)} {short} (ms):", v, ".2f") for p, v in s.percentiles]
+    lines.append("=" * 50)
+    return "\n".join(lines)
+
+
+def parse_metric_names(text: str) -> tuple[str, ...]:
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    bad = [n for n in names if n not in METRICS]
+    if bad or not names:
+        raise ConfigError(f"--percentile-metrics {text!r}: valid names are {', '.join(METRICS)}")
+    return names
