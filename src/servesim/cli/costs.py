@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Annotated
 
@@ -16,13 +17,19 @@ from servesim.cost.specs import builtin_gpus, builtin_models, load_model
 from servesim.errors import ConfigError
 
 
+def _console() -> Console:
+    # Wide enough for the tables even when not on a terminal (pipes, tests); a real terminal may be wider.
+    return Console(width=max(120, shutil.get_terminal_size().columns))
+
+
 @app.command()
 def cost(
     model: Annotated[str | None, typer.Option(help="Built-in model name (see `servesim models`) or PATH/config.json "
                                               "[default: llama-3-8b, or the --cost profile's model].")] = None,
     gpu: Annotated[str, typer.Option(help="Built-in GPU name or alias (see `servesim gpus`) or PATH.toml "
                                      "(with --cost, the profile's GPU is used).")] = "h100-80gb",
-    tp: Annotated[int, typer.Option(help="Tensor-parallel size (GPUs per replica).")] = 1,
+    tp: Annotated[int | None, typer.Option(help="Tensor-parallel size (GPUs per replica) [default: 1, or the "
+                                           "--cost profile's].")] = None,
     prefill: Annotated[list[str] | None, typer.Option(
         help="A prefill chunk TOKENS@CONTEXT (tokens new this step @ tokens already cached); repeatable.")] = None,
     decodes: Annotated[int, typer.Option(help="Number of decoding requests (one new token each).")] = 0,
@@ -43,17 +50,17 @@ def cost(
     if cost_profile:
         roof = get_cost_model("profile", path=cost_profile, tp=tp, model=model)
     else:
-        roof = get_cost_model("roofline", model=model or "llama-3-8b", gpu=gpu, tp=tp)
+        roof = get_cost_model("roofline", model=model or "llama-3-8b", gpu=gpu, tp=tp or 1)
     total, parts = roof.step_time(shape), roof.breakdown(shape)
     if as_json:
         print(json.dumps({
-            "model": roof.model.name, "gpu": roof.gpu.name, "tp": tp, "total_ms": total * 1e3,
+            "model": roof.model.name, "gpu": roof.gpu.name, "tp": roof.tp, "total_ms": total * 1e3,
             "num_tokens": shape.num_tokens, "num_decodes": shape.num_decodes,
             "breakdown": [{"operator": p.name, "ms": p.seconds * 1e3, "bound": p.bound, "flops": p.flops,
                            "bytes": p.bytes} for p in parts],
         }, indent=2))
         return
-    table = Table(title=f"{roof.model.name} on {tp} x {roof.gpu.name}: {shape.num_tokens} tokens "
+    table = Table(title=f"{roof.model.name} on {roof.tp} x {roof.gpu.name}: {shape.num_tokens} tokens "
                         f"({shape.num_decodes} decodes, {len(chunks)} prefill chunks)")
     table.add_column("operator")
     table.add_column("ms", justify="right")
@@ -62,7 +69,7 @@ def cost(
     for p in parts:
         table.add_row(p.name, f"{p.seconds * 1e3:.3f}", f"{p.seconds / total:.0%}", p.bound)
     table.add_row("total", f"{total * 1e3:.3f}", "100%", "", style="bold")
-    Console().print(table)
+    _console().print(table)
 
 
 @app.command()
@@ -79,7 +86,7 @@ def models() -> None:
         table.add_row(name, f"{m.num_parameters / 1e9:.1f}", str(m.num_hidden_layers), str(m.hidden_size),
                       f"{m.num_attention_heads} / {m.num_key_value_heads}", str(m.head_dim), mlp, str(m.vocab_size),
                       str(kv))
-    Console().print(table)
+    _console().print(table)
 
 
 @app.command()
@@ -94,7 +101,7 @@ def gpus() -> None:
                       f"{g.memory_bytes / 2**30:.0f}", f"{g.interconnect_bandwidth / 1e9:.0f}",
                       f"{g.pcie_bandwidth / 1e9:.0f}",
                       f"{g.compute_efficiency:.2f} / {g.memory_efficiency:.2f} / {g.interconnect_efficiency:.2f}")
-    Console().print(table)
+    _console().print(table)
 
 
 @app.command("calibrate")
@@ -128,7 +135,7 @@ def calibrate_cmd(
         table.add_column(col, justify="left" if col == "operators" else "right")
     for group, e in fit.held_out.items():
         table.add_row(group, str(e["rows"]), f"{e['mape']:.1f} %", f"{e['worst']:.0f} %")
-    Console().print(table)
+    _console().print(table)
     p = fit.params
     print(f"compute_efficiency {p.compute_efficiency:.3f}, memory_efficiency {p.memory_efficiency:.3f}, "
           f"kernel_latency {p.kernel_latency * 1e6:.1f} us, step_overhead {p.step_overhead * 1e3:.2f} ms")

@@ -1,0 +1,89 @@
+"""Model specs from config.json, GPU specs from TOML: values, aliases, and the errors users see."""
+
+import json
+
+import pytest
+
+from servesim.cost.specs import builtin_gpus, builtin_models, load_gpu, load_model
+from servesim.errors import ConfigError
+
+ISSUE_MODELS = ["bloom-176b", "llama-2-70b", "llama-2-7b", "llama-3-70b", "llama-3-8b", "mistral-7b",
+                "mixtral-8x7b", "qwen2.5-72b", "qwen2.5-7b"]
+
+
+def test_builtin_models_are_the_issue_list():
+    assert builtin_models() == ISSUE_MODELS
+
+
+def test_llama_3_8b_parameter_count_is_the_published_one_less_norms():
+    # 8,030,261,248 published weights = 8,029,995,008 in the matrices + 266,240 norm weights (32 x 2 x 4096 + 4096).
+    assert load_model("llama-3-8b").num_parameters == 8_030_261_248 - (32 * 2 * 4096 + 4096)
+
+
+def test_head_dim_defaults_to_hidden_over_heads():
+    assert load_model("qwen2.5-7b").head_dim == 3584 // 28 == 128
+
+
+def test_bloom_fields_and_ungated_4x_mlp():
+    m = load_model("bloom-176b")
+    assert (m.hidden_size, m.num_hidden_layers, m.num_attention_heads, m.num_key_value_heads) == (14336, 70, 112, 112)
+    assert m.intermediate_size == 4 * 14336 and not m.gated_mlp and m.tie_word_embeddings
+    assert round(m.num_parameters / 1e9, 1) == 176.2  # "BLOOM-176B"
+
+
+def test_bloom_n_head_spelling_is_accepted(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"model_type": "bloom", "n_embed": 64, "n_layer": 2, "n_head": 8, "vocab_size": 100}))
+    m = load_model(str(path))
+    assert (m.name, m.hidden_size, m.num_hidden_layers, m.num_attention_heads) == (tmp_path.name, 64, 2, 8)
+
+
+def test_mixtral_experts():
+    m = load_model("mixtral-8x7b")
+    assert (m.num_local_experts, m.num_experts_per_tok) == (8, 2)
+    assert round(m.num_parameters / 1e9, 1) == 46.7  # Mixtral-8x7B: 46.7B total parameters
+
+
+def test_bad_config_names_file_and_field(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"hidden_size": 64, "num_attention_heads": 8, "vocab_size": 10}))
+    with pytest.raises(ConfigError, match=r"config\.json: missing field 'num_hidden_layers'"):
+        load_model(str(path))
+    path.write_text(json.dumps({"hidden_size": "64", "num_attention_heads": 8}))
+    with pytest.raises(ConfigError, match=r"config\.json: field 'hidden_size' must be an integer"):
+        load_model(str(path))
+    path.write_text("{not json")
+    with pytest.raises(ConfigError, match=r"config\.json: not a readable JSON"):
+        load_model(str(path))
+
+
+def test_unknown_model_lists_builtins():
+    with pytest.raises(ConfigError, match="built-in models: bloom-176b, llama-2-70b"):
+        load_model("gpt-5")
+
+
+def test_gpu_aliases_and_datasheet_numbers():
+    assert load_gpu("h100").name == "h100-80gb" and load_gpu("a100").name == "a100-80gb"
+    a100 = load_gpu("a100-80gb")  # NVIDIA A100 datasheet, 80GB SXM column
+    assert (a100.peak_flops, a100.memory_bandwidth, a100.memory_bytes) == (312e12, 2039e9, 80 * 2**30)
+    assert (a100.interconnect_bandwidth, a100.pcie_bandwidth) == (600e9, 64e9)
+    assert sorted(builtin_gpus()) == ["a100-80gb", "h100-80gb", "h200", "l40s", "mi300x"]
+
+
+def test_unknown_gpu_lists_builtins_with_aliases():
+    with pytest.raises(ConfigError, match=r"built-in GPUs: a100-80gb \(a100\), h100-80gb \(h100, h100-sxm\)"):
+        load_gpu("b200")
+
+
+def test_user_gpu_from_toml(tmp_path):
+    path = tmp_path / "mygpu.toml"
+    path.write_text('dense_bf16_tflops = 100.0\nmemory_bandwidth_gb_s = 1000.0\nmemory_gib = 24\n'
+                    'interconnect_gb_s = 64\npcie_gb_s = 64\n[efficiency]\ncompute = 0.5\n')
+    g = load_gpu(str(path))
+    assert (g.name, g.peak_flops, g.memory_bytes, g.compute_efficiency) == ("mygpu", 100e12, 24 * 2**30, 0.5)
+    path.write_text("dense_bf16_tflops = \n")
+    with pytest.raises(ConfigError, match="mygpu.toml: not a readable TOML"):
+        load_gpu(str(path))
+    path.write_text("dense_bf16_tflops = 1.0\n")
+    with pytest.raises(ConfigError, match="mygpu.toml: missing field 'memory_bandwidth_gb_s'"):
+        load_gpu(str(path))
