@@ -50,3 +50,33 @@ def prompt_tokens_processed(result: SimResult) -> int:
 
 def longest_prompt(result: SimResult) -> str:
     return max(result.requests, key=lambda r: r.prompt_len).id
+
+
+@dataclass(frozen=True, slots=True)
+class TokenGap:
+    """A wait between tokens `token - 1` and `token` (1-based) of one request, and the steps it spanned."""
+
+    seconds: float
+    request_id: str
+    token: int
+    first_step: int  # the first step after the earlier token
+    last_step: int  # the step that produced the later token
+
+
+def step_index_at(result: SimResult, end_times: list[float]) -> list[int]:
+    """The steps that ended at each of `end_times` (token and finish times are step end times)."""
+    import numpy as np
+
+    ends = np.fromiter((s.end_time for s in result.steps), float, len(result.steps))
+    return [int(i) for i in np.searchsorted(ends, np.asarray(end_times, float) - 1e-12 * max(1.0, float(ends[-1])))]
+
+
+def token_gaps(result: SimResult, request_id: str) -> list[TokenGap]:
+    """Every gap between consecutive tokens of one request, largest first (ties: earliest first)."""
+    times = result.request(request_id).token_times
+    if len(times) < 2:
+        return []
+    steps = step_index_at(result, list(times))
+    gaps = [TokenGap(b - a, request_id, k + 1, steps[k - 1] + 1, steps[k])
+            for k, (a, b) in enumerate(zip(times, times[1:]), start=1)]
+    return sorted(gaps, key=lambda g: (-round(g.seconds, 12), g.token))

@@ -1,0 +1,194 @@
+"""Server-side measures only a simulator can give: where each request's time went, and what each step looked like.
+
+Read from the step records, the timelines and the preemption ledger; arrays are numpy, one value per request or
+per step, so a million-request run costs one pass over the records.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from servesim.benchmark import DEFAULT_PERCENTILES, Summary
+from servesim.metrics import slot_utilization
+from servesim.records import Kind, Reason, StepRecord
+from servesim.result import SimResult
+
+
+class Bound(str, enum.Enum):
+    """What limited a step: the first that applies, in this order."""
+
+    KV_BLOCKS = "kv_blocks"  # someone waited for blocks, was preempted, or admissions froze after a preemption
+    MAX_NUM_SEQS = "max_num_seqs"  # someone waited for a seat
+    TOKEN_BUDGET = "token_budget"  # someone waited for tokens, or a prompt chunk was cut at a full budget
+    PREFILL_THRESHOLD = "long_prefill_token_threshold"  # a chunk was cut below the budget
+    BATCH_CLOSED = "batch_closed"  # static batching: arrivals wait for the running batch to drain
+    NOTHING = "nothing"  # every request present got all it asked for
+
+
+_KV = {Reason.KV_BLOCKS, Reason.PREEMPTED, Reason.ADMISSION_FROZEN}
+
+
+def bound_by(step: StepRecord) -> Bound:
+    reasons = {w.reason for w in step.waiting}
+    if step.preempted or reasons & _KV:
+        return Bound.KV_BLOCKS
+    if Reason.MAX_NUM_SEQS in reasons:
+        return Bound.MAX_NUM_SEQS
+    cut = any(e.num_scheduled_tokens < e.num_tokens_before - e.num_computed_tokens_before for e in step.scheduled)
+    if Reason.TOKEN_BUDGET in reasons or (cut and step.total_scheduled_tokens >= step.token_budget):
+        return Bound.TOKEN_BUDGET
+    if cut:
+        return Bound.PREFILL_THRESHOLD
+    if Reason.BATCH_CLOSED in reasons:
+        return Bound.BATCH_CLOSED
+    return Bound.NOTHING
+
+
+@dataclass(frozen=True, slots=True)
+class RequestBreakdown:
+    """Per request, workload order, seconds. prefill = first token - first scheduled (queueing excluded)."""
+
+    ids: tuple[str, ...]
+    queue: np.ndarray  # first scheduled - arrival
+    prefill: np.ndarray
+    preempted: np.ndarray  # from each preemption to the start of the step that resumed it
+    num_preemptions: np.ndarray
+    num_prefill_chunks: np.ndarray  # prompt chunks, recomputation after a preemption included
+    recomputed_tokens: np.ndarray
+
+
+def request_breakdown(result: SimResult) -> RequestBreakdown:
+    index = {r.id: i for i, r in enumerate(result.requests)}
+    n = len(index)
+    preempted, chunks = np.zeros(n), np.zeros(n, np.int64)
+    since: dict[str, float] = {}  # preempted, not yet resumed: since when
+    for s in result.steps:
+        for e in s.scheduled:
+            if e.kind is Kind.PREFILL:
+                chunks[index[e.id]] += 1
+            if e.resumed and e.id in since:
+                preempted[index[e.id]] += s.start_time - since.pop(e.id)
+        for rid in s.preempted:
+            since[rid] = s.start_time
+    recomputed = np.zeros(n, np.int64)
+    for p in result.preemptions:
+        recomputed[index[p.id]] += p.tokens_discarded
+    reqs = result.requests
+    arrival = np.fromiter((r.arrival_time for r in reqs), float, n)
+    first_sched = np.fromiter((np.nan if r.first_scheduled_time is None else r.first_scheduled_time for r in reqs),
+                              float, n)
+    first_tok = np.fromiter((r.token_times[0] if r.token_times else np.nan for r in reqs), float, n)
+    return RequestBreakdown(
+        tuple(index), first_sched - arrival, first_tok - first_sched, preempted,
+        np.fromiter((r.num_preemptions for r in reqs), np.int64, n), chunks, recomputed,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class StepArrays:
+    """Per step. kv_used: fraction of usable KV blocks held after scheduling (NaN with unlimited KV)."""
+
+    start: np.ndarray
+    duration: np.ndarray
+    batch_size: np.ndarray  # requests scheduled
+    decodes: np.ndarray
+    prefill_tokens: np.ndarray
+    tokens: np.ndarray  # all scheduled tokens
+    num_running: np.ndarray  # after the step
+    num_waiting: np.ndarray  # after the step
+    kv_used: np.ndarray
+    bound: tuple[Bound, ...]
+
+
+def step_arrays(result: SimResult) -> StepArrays:
+    steps, n = result.steps, len(result.steps)
+
+    def col(f, dtype=np.int64):
+        return np.fromiter((f(s) for s in steps), dtype, n)
+
+    usable = result.config.usable_blocks
+    kv = (np.full(n, np.nan) if usable is None
+          else 1 - col(lambda s: s.free_blocks_after_schedule, float) / usable)
+    return StepArrays(
+        col(lambda s: s.start_time, float), col(lambda s: s.duration, float), col(lambda s: len(s.scheduled)),
+        col(lambda s: s.num_decodes), col(lambda s: s.prefill_tokens), col(lambda s: s.total_scheduled_tokens),
+        col(lambda s: s.num_running_after), col(lambda s: s.num_waiting_after), kv,
+        tuple(bound_by(s) for s in steps),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ServerMetrics:
+    queue: Summary  # ms
+    prefill: Summary  # ms
+    preempted: Summary  # ms, over requests preempted at least once
+    preemptions: int
+    preempted_requests: int
+    max_preemptions: int  # of one request
+    recomputed_tokens: int
+    recompute_tax: float
+    kv_used_mean: float | None  # time-weighted over steps; None with unlimited KV
+    kv_used_max: float | None
+    batch_size: Summary  # requests per step (unscaled)
+    tokens_per_step: Summary  # (unscaled)
+    slot_utilization: float
+    steps: int
+    bound: dict[Bound, int]  # steps per binding constraint, most first
+
+
+def server_metrics(result: SimResult, percentiles: Sequence[float] = DEFAULT_PERCENTILES) -> ServerMetrics:
+    rb, sa = request_breakdown(result), step_arrays(result)
+    hit = rb.num_preemptions > 0
+    kv_mean = kv_max = None
+    if result.config.usable_blocks is not None and sa.duration.sum() > 0:
+        kv_mean = float(np.average(sa.kv_used, weights=sa.duration))
+        kv_max = float(sa.kv_used.max())
+    counts: dict[Bound, int] = {}
+    for b in sa.bound:
+        counts[b] = counts.get(b, 0) + 1
+    return ServerMetrics(
+        queue=Summary.of(rb.queue[~np.isnan(rb.queue)], percentiles),
+        prefill=Summary.of(rb.prefill[~np.isnan(rb.prefill)], percentiles),
+        preempted=Summary.of(rb.preempted[hit], percentiles),
+        preemptions=len(result.preemptions), preempted_requests=int(hit.sum()),
+        max_preemptions=int(rb.num_preemptions.max(initial=0)), recomputed_tokens=result.recomputed_tokens,
+        recompute_tax=result.recompute_tax, kv_used_mean=kv_mean, kv_used_max=kv_max,
+        batch_size=Summary.of(sa.batch_size, percentiles, scale=1),
+        tokens_per_step=Summary.of(sa.tokens, percentiles, scale=1),
+        slot_utilization=slot_utilization(result), steps=len(result.steps),
+        bound=dict(sorted(counts.items(), key=lambda kv: -kv[1])),
+    )
+
+
+def _line(label: str, value: object, fmt: str = "") -> str:
+    return f"{label:<40} {value:<10{fmt}}".rstrip()
+
+
+def _section(title: str, label: str, s: Summary) -> list[str]:
+    out = [f"{title:-^50}", _line(f"Mean {label}:", s.mean, ".2f"), _line(f"Median {label}:", s.median, ".2f")]
+    return out + [_line(f"P{p:g} {label}:", v, ".2f") for p, v in s.percentiles]
+
+
+def format_server(m: ServerMetrics) -> str:
+    """The server-side breakdown in the layout of vLLM's result block."""
+    lines = [f"{' Server-side Breakdown (servesim) ':=^50}", _line("Steps:", m.steps),
+             _line("Slot utilization (%):", m.slot_utilization * 100, ".2f"),
+             _line("Preemptions:", m.preemptions), _line("Requests preempted:", m.preempted_requests),
+             _line("Recomputed tokens:", m.recomputed_tokens),
+             _line("Recompute tax (%):", m.recompute_tax * 100, ".2f")]
+    if m.kv_used_mean is not None:
+        lines += [_line("Mean KV blocks used (%):", m.kv_used_mean * 100, ".2f"),
+                  _line("Max KV blocks used (%):", m.kv_used_max * 100, ".2f")]
+    lines += [_line(f"Steps bound by {b.value}:", n) for b, n in m.bound.items()]
+    lines += _section("Queue Time", "queue time (ms)", m.queue)
+    lines += _section("Prefill Time (first scheduled to 1st token)", "prefill time (ms)", m.prefill)
+    if m.preempted_requests:
+        lines += _section("Time Preempted (preempted requests)", "time preempted (ms)", m.preempted)
+    lines += _section("Batch Size (requests per step)", "batch size", m.batch_size)
+    lines += _section("Tokens per Step", "tokens per step", m.tokens_per_step)
+    lines.append("=" * 50)
+    return "\n".join(lines)

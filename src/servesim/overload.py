@@ -1,0 +1,65 @@
+"""Is the queue stable? When arrivals outpace service the waiting queue grows without bound, and tail latencies
+measure only how long the run lasted. This says so, with the evidence, instead of reporting them quietly.
+
+The test looks at the arrival window (first to last arrival), where load is offered:
+- arrival rate: arrivals / window length; completion rate: completions inside the window / window length;
+- the waiting queue (`num_waiting_after`, vLLM's `num_requests_waiting`): a least-squares line over the steps in
+  the window, in requests per second.
+OVERLOADED when arrivals outpace completions by more than 10 % AND the queue trend adds up, over the window, to at
+least max(2, 10 % of the window's arrivals) requests. Both are needed: a short stable run also completes fewer than
+it admits while it fills, but its queue does not keep growing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from servesim.result import SimResult
+
+RATE_MARGIN = 1.10
+GROWTH_FRACTION = 0.10
+
+
+@dataclass(frozen=True, slots=True)
+class Overload:
+    overloaded: bool
+    arrival_rate: float  # req/s over the arrival window
+    completion_rate: float  # req/s, completions inside the arrival window
+    queue_slope: float  # waiting requests per second, least squares over the window's steps
+    queue_start: int  # waiting after the window's first step
+    queue_end: int  # waiting after its last step
+    window: tuple[float, float]  # seconds
+
+    def sentence(self) -> str:
+        t0, t1 = (t * 1000 for t in self.window)
+        if t1 <= t0:
+            return f"All requests arrived at once ({t0:.4g} ms): a closed batch, with no arrival rate to outpace."
+        evidence = (f"requests arrived at {self.arrival_rate:.4g} req/s and completed at {self.completion_rate:.4g} "
+                    f"req/s while they arrived ({t0:.4g}-{t1:.4g} ms); the waiting queue went from "
+                    f"{self.queue_start} to {self.queue_end} (trend {self.queue_slope:+.4g} req/s)")
+        if self.overloaded:
+            return (f"OVERLOADED: {evidence}. The queue grows without bound, so tail latencies grow with the run's "
+                    "length: they describe this run, not a steady state.")
+        return f"Stable: {evidence}."
+
+
+def detect_overload(result: SimResult) -> Overload:
+    arrival = np.sort(np.fromiter((r.arrival_time for r in result.requests), float, len(result.requests)))
+    finish = np.fromiter((r.finish_time for r in result.requests if r.finish_time is not None), float)
+    t0, t1 = (float(arrival[0]), float(arrival[-1])) if arrival.size else (0.0, 0.0)
+    span = t1 - t0
+    in_window = [s for s in result.steps if t0 <= s.start_time <= t1]
+    if span <= 0 or len(in_window) < 2:
+        q = in_window[0].num_waiting_after if in_window else 0
+        return Overload(False, 0.0, 0.0, 0.0, q, q, (t0, t1))
+    arrival_rate = (arrival.size - 1) / span  # n arrivals make n - 1 intervals
+    completion_rate = float(((finish >= t0) & (finish <= t1)).sum()) / span
+    t = np.fromiter((s.end_time for s in in_window), float, len(in_window))
+    q = np.fromiter((s.num_waiting_after for s in in_window), float, len(in_window))
+    slope = float(np.polyfit(t, q, 1)[0]) if np.ptp(t) > 0 else 0.0
+    growth = slope * span
+    overloaded = (arrival_rate > RATE_MARGIN * completion_rate
+                  and growth >= max(2.0, GROWTH_FRACTION * arrival.size))
+    return Overload(overloaded, arrival_rate, completion_rate, slope, int(q[0]), int(q[-1]), (t0, t1))

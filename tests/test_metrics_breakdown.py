@@ -1,0 +1,108 @@
+"""Server-side breakdowns and overload detection, by hand (issue 6)."""
+
+import pytest
+
+from servesim.breakdown import Bound, bound_by, request_breakdown, server_metrics, step_arrays
+from servesim.config import EngineConfig
+from servesim.engine import simulate
+from servesim.metrics import token_gaps
+from servesim.overload import detect_overload
+from servesim.request import Request
+from servesim.workloads import load_workload
+
+from helpers import reqs, run
+
+MS = 1e-3
+
+
+def seed(policy, **cfg):
+    return simulate(load_workload("seed"), EngineConfig(max_num_seqs=8, **cfg), policy, "toy")
+
+
+def test_seed_vllm_queue_and_prefill_time():
+    rb = request_breakdown(seed("vllm", max_num_batched_tokens=256))
+    assert rb.ids[4] == "L"
+    # L arrives at 20 ms during step 2 (16.8-20.8 ms), is first scheduled at 20.8, first token at 252.8
+    assert rb.queue.tolist() == pytest.approx([0, 0, 0, 0, 0.8 * MS])
+    assert rb.prefill.tolist() == pytest.approx([12.8 * MS] * 4 + [232 * MS])
+    assert rb.num_prefill_chunks.tolist() == [1, 1, 1, 1, 8]
+    assert rb.preempted.tolist() == [0.0] * 5
+
+
+def test_seed_vllm_steps_bound_by_the_token_budget_while_l_is_chunked():
+    r = seed("vllm", max_num_batched_tokens=256)
+    bounds = [bound_by(s) for s in r.steps]
+    assert bounds[3:10] == [Bound.TOKEN_BUDGET] * 7  # 4 decodes + 252 of L = 256: the chunk was cut
+    assert bounds[10] is Bound.NOTHING  # L's last 236 tokens fit
+    m = server_metrics(r)
+    assert m.bound == {Bound.NOTHING: 33, Bound.TOKEN_BUDGET: 7}
+    # batch sizes: 4 in steps 0-2, 5 in steps 3-14, 4 in steps 15-39
+    assert m.batch_size.mean == pytest.approx((3 * 4 + 12 * 5 + 25 * 4) / 40)
+    assert m.tokens_per_step.mean == pytest.approx(2288 / 40)
+    assert m.slot_utilization == pytest.approx(172 / (8 * 40))
+    assert m.kv_used_mean is None  # unlimited KV
+
+
+def test_static_holds_l_behind_a_closed_batch():
+    r = seed("static")
+    m = server_metrics(r)
+    assert m.bound[Bound.BATCH_CLOSED] == 37
+    assert request_breakdown(r).queue[4] == pytest.approx(148.8 * MS)
+
+
+def preempting():
+    # 3 usable blocks of 16: a and b take one block each; at 17 tokens both need a second, b (last) is preempted
+    return run(reqs(("a", 0, 16, 20), ("b", 0, 16, 20)), block_size=16, num_gpu_blocks=4)
+
+
+def test_preemption_time_and_recompute_are_measured():
+    r = preempting()
+    assert [(p.step, p.id, p.tokens_discarded) for p in r.preemptions] == [(1, "b", 16)]
+    rb = request_breakdown(r)
+    # b leaves at the start of step 1 (1 s) and comes back at the start of step 20 (20 s)
+    assert rb.preempted.tolist() == pytest.approx([0.0, 19.0])
+    assert rb.num_preemptions.tolist() == [0, 1]
+    assert rb.recomputed_tokens.tolist() == [0, 16]
+    assert rb.num_prefill_chunks.tolist() == [1, 2]  # b's prompt, then its recomputation
+    m = server_metrics(r)
+    assert (m.preemptions, m.preempted_requests, m.recomputed_tokens) == (1, 1, 16)
+    assert m.recompute_tax == pytest.approx(16 / r.tokens_processed)
+    assert m.bound[Bound.KV_BLOCKS] == 19  # steps 1-19: b preempted, then held for blocks
+
+
+def test_kv_utilization_is_used_over_usable_blocks():
+    sa = step_arrays(preempting())
+    assert sa.kv_used[0] == pytest.approx(2 / 3)  # 2 of 3 usable blocks after step 0's allocation
+    assert max(sa.kv_used) == pytest.approx(1.0)
+
+
+def test_token_gaps_name_the_steps_they_spanned():
+    gaps = token_gaps(preempting(), "b")
+    assert (gaps[0].seconds, gaps[0].token, gaps[0].first_step, gaps[0].last_step) == (19.0 + 1.0, 2, 1, 20)
+
+
+def poisson_free(gap_s, n=200):
+    # 100-token prompts cost 10 ms of prefill each (toy): capacity about 100 req/s under any budget
+    return simulate([Request(f"r{i}", i * gap_s, 100, 2) for i in range(n)],
+                    EngineConfig(max_num_batched_tokens=256), "vllm", "toy")
+
+
+def test_arrivals_faster_than_service_are_overloaded_with_evidence():
+    o = detect_overload(poisson_free(0.001))
+    assert o.overloaded
+    assert o.arrival_rate == pytest.approx(1000)  # 199 intervals in 0.199 s
+    assert o.completion_rate < 110  # at most ~100 req/s of 10 ms prefills
+    assert o.queue_end > o.queue_start and o.queue_slope > 0
+    assert o.sentence().startswith("OVERLOADED: requests arrived at 1000 req/s")
+
+
+def test_arrivals_slower_than_service_are_stable():
+    o = detect_overload(poisson_free(0.05))
+    assert not o.overloaded
+    assert o.arrival_rate == pytest.approx(20)
+    assert o.queue_end == 0
+    assert o.sentence().startswith("Stable")
+
+
+def test_a_closed_batch_is_never_called_overloaded():
+    assert not detect_overload(preempting()).overloaded
