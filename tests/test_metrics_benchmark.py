@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from helpers import reqs, run
 
 from servesim.benchmark import (
     benchmark_metrics,
@@ -15,8 +16,6 @@ from servesim.config import EngineConfig
 from servesim.engine import simulate
 from servesim.errors import ConfigError
 from servesim.workloads import load_workload
-
-from helpers import reqs, run
 
 MS = 1e-3
 

@@ -1,6 +1,7 @@
 """Server-side breakdowns and overload detection, by hand (issue 6)."""
 
 import pytest
+from helpers import reqs, run
 
 from servesim.breakdown import Bound, bound_by, request_breakdown, server_metrics, step_arrays
 from servesim.config import EngineConfig
@@ -9,8 +10,6 @@ from servesim.metrics import token_gaps
 from servesim.overload import detect_overload
 from servesim.request import Request
 from servesim.workloads import load_workload
-
-from helpers import reqs, run
 
 MS = 1e-3
 

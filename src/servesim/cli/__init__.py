@@ -8,7 +8,7 @@ from servesim.cli.app import app
 from servesim.errors import ServesimError
 
 # Each module registers its commands on `app`.
-from servesim.cli import costs, sim, workload  # noqa: E402,F401  isort: skip
+from servesim.cli import analysis, costs, sim, workload  # noqa: E402,F401  isort: skip
 
 
 def main() -> None:

@@ -1,0 +1,224 @@
+"""Analysis commands: run (vLLM's benchmark block), compare (side by side), explain (sentences from records)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from servesim.cli.app import app
+from servesim.cli.options import (
+    Budget,
+    Cost,
+    DecodeMs,
+    GpuBlocks,
+    MaxModelLen,
+    MaxSeqs,
+    NoChunk,
+    OverheadMs,
+    Policy,
+    Preemption,
+    PrefillMs,
+    Threshold,
+    Watermark,
+    Workload,
+    cost_model,
+    engine_config,
+)
+from servesim.config import EngineConfig
+from servesim.cost import COST_MODELS, CostModel, get_cost_model
+from servesim.engine import simulate
+from servesim.errors import ConfigError
+from servesim.workloads import load_workload
+
+console = Console(highlight=False, soft_wrap=True)
+
+Model = Annotated[str | None, typer.Option("--model", help="Model for the roofline cost (e.g. llama-3-8b); "
+                                                          "given, the cost model is the roofline.")]
+Gpu = Annotated[str, typer.Option("--gpu", help="GPU for the roofline cost (e.g. h100-80gb).")]
+Tp = Annotated[int, typer.Option("--tp", help="Tensor-parallel size for the roofline cost.")]
+Percentiles = Annotated[str, typer.Option("--percentiles", help="Percentiles to report (vLLM's "
+                                                               "--metric-percentiles), e.g. 50,90,99.")]
+
+
+def build_cost(cost: str, model: str | None, gpu: str, tp: int, decode_ms: float, prefill_token_ms: float,
+               overhead_ms: float) -> CostModel:
+    if model is None:
+        return cost_model(cost, decode_ms, prefill_token_ms, overhead_ms)
+    if "roofline" not in COST_MODELS:
+        raise ConfigError(f"--model {model} needs the roofline cost model, which this build does not have "
+                          f"(registered: {', '.join(sorted(COST_MODELS))}); use --cost instead")
+    return get_cost_model("roofline", model=model, gpu=gpu, tp=tp)
+
+
+def _config(max_num_batched_tokens, max_num_seqs, long_prefill_token_threshold, no_chunked_prefill,
+            num_gpu_blocks, watermark, preemption_mode, max_model_len) -> EngineConfig:
+    return engine_config(max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs,
+                         long_prefill_token_threshold=long_prefill_token_threshold,
+                         no_chunked_prefill=no_chunked_prefill, num_gpu_blocks=num_gpu_blocks, watermark=watermark,
+                         preemption_mode=preemption_mode, max_model_len=max_model_len)
+
+
+@app.command("run")
+def run_cmd(
+    policy: Policy = "vllm",
+    workload: Workload = "seed",
+    max_num_batched_tokens: Budget = None,
+    max_num_seqs: MaxSeqs = 256,
+    long_prefill_token_threshold: Threshold = 0,
+    no_chunked_prefill: NoChunk = False,
+    num_gpu_blocks: GpuBlocks = None,
+    watermark: Watermark = 0.0,
+    preemption_mode: Preemption = "recompute",
+    max_model_len: MaxModelLen = None,
+    cost: Cost = "toy",
+    decode_ms: DecodeMs = 1.0,
+    prefill_token_ms: PrefillMs = 0.1,
+    overhead_ms: OverheadMs = 0.0,
+    model: Model = None,
+    gpu: Gpu = "h100-80gb",
+    tp: Tp = 1,
+    percentiles: Percentiles = "50,90,99",
+    percentile_metrics: Annotated[str, typer.Option(
+        "--percentile-metrics", help="Metrics to report: any of ttft,tpot,itl,e2el.")] = "ttft,tpot,itl,e2el",
+    goodput: Annotated[list[str] | None, typer.Option(
+        "--goodput", help="SLOs in ms, vLLM's syntax: --goodput 'ttft:300 tpot:50' (or repeat the option).")] = None,
+    warmup: Annotated[float, typer.Option(
+        "--warmup-s", help="Exclude requests arriving in the first S seconds.")] = 0.0,
+    cooldown: Annotated[float, typer.Option("--cooldown-s", help="Exclude requests arriving in the last S seconds "
+                                                                 "of the arrivals.")] = 0.0,
+    json_path: Annotated[Path | None, typer.Option("--json", help="Write vLLM's result keys here.")] = None,
+    server: Annotated[bool, typer.Option(help="Also print the server-side breakdown.")] = True,
+) -> None:
+    """Simulate and print `vllm bench serve`'s "Serving Benchmark Result" block (same labels and layout), the
+    server-side breakdown only a simulator can give, and OVERLOADED with its evidence when the queue is unstable."""
+    from servesim.benchmark import (
+        benchmark_metrics,
+        format_result,
+        parse_goodput,
+        parse_metric_names,
+        parse_percentiles,
+        to_json,
+    )
+    from servesim.breakdown import format_server, server_metrics
+    from servesim.overload import detect_overload
+
+    ps, names = parse_percentiles(percentiles), parse_metric_names(percentile_metrics)
+    slos = parse_goodput(goodput or [])
+    cfg = _config(max_num_batched_tokens, max_num_seqs, long_prefill_token_threshold, no_chunked_prefill,
+                  num_gpu_blocks, watermark, preemption_mode, max_model_len)
+    result = simulate(load_workload(workload), cfg, policy,
+                      build_cost(cost, model, gpu, tp, decode_ms, prefill_token_ms, overhead_ms))
+    m = benchmark_metrics(result, ps, slos, warmup, cooldown)
+    over = detect_overload(result)
+    if over.overloaded:
+        console.print(over.sentence())
+    console.print(format_result(m, names))
+    if server:
+        console.print(format_server(server_metrics(result, ps)))
+    if json_path:
+        data = to_json(m, names) | {"policy": result.policy, "cost_model": result.cost_model,
+                                    "overloaded": over.overloaded}
+        json_path.write_text(json.dumps(data, indent=2) + "\n")
+        console.print(f"wrote {json_path}")
+
+
+@app.command()
+def compare(
+    workload: Workload = "seed",
+    policies: Annotated[str | None, typer.Option(
+        "--policies", help="Policies side by side, e.g. static,continuous,vllm.")] = None,
+    set_: Annotated[str | None, typer.Option(
+        "--set", help="One knob, several values, e.g. max_num_batched_tokens=256,512,2048.")] = None,
+    policy: Annotated[str, typer.Option("--policy", "-p", help="Policy for --set.")] = "vllm",
+    max_num_batched_tokens: Budget = None,
+    max_num_seqs: MaxSeqs = 256,
+    long_prefill_token_threshold: Threshold = 0,
+    num_gpu_blocks: GpuBlocks = None,
+    watermark: Watermark = 0.0,
+    preemption_mode: Preemption = "recompute",
+    cost: Cost = "toy",
+    decode_ms: DecodeMs = 1.0,
+    prefill_token_ms: PrefillMs = 0.1,
+    overhead_ms: OverheadMs = 0.0,
+    model: Model = None,
+    gpu: Gpu = "h100-80gb",
+    tp: Tp = 1,
+) -> None:
+    """The same workload through several policies or several values of one knob: one table, a column each, and
+    sentences attributing the differences. A token budget applies to chunking policies only (static and
+    continuous never chunk; vLLM would reject a budget below max_model_len for them)."""
+    from servesim.compare import compare_rows, compare_sentences, parse_set, run_policies, run_sweep
+
+    if (policies is None) == (set_ is None):
+        raise ConfigError("give exactly one of --policies A,B,... or --set KNOB=V1,V2,...")
+    cfg = _config(max_num_batched_tokens, max_num_seqs, long_prefill_token_threshold, False, num_gpu_blocks,
+                  watermark, preemption_mode, None)
+    cm = build_cost(cost, model, gpu, tp, decode_ms, prefill_token_ms, overhead_ms)
+    reqs = load_workload(workload)
+    notes: list[str] = []
+    if policies is not None:
+        names = [p.strip() for p in policies.split(",") if p.strip()]
+        if len(names) < 2:
+            raise ConfigError(f"--policies {policies!r}: name at least two policies")
+        results, notes = run_policies(reqs, names, cfg, cm)
+    else:
+        results = run_sweep(reqs, policy, cfg, cm, *parse_set(set_))
+    t = Table(title=f"{workload}: side by side ({cm.name} cost)", title_justify="left")
+    t.add_column("")
+    for name in results:
+        t.add_column(name, justify="right")
+    for label, values in compare_rows(results):
+        t.add_row(label, *values)
+    console.print(t)
+    for line in notes + compare_sentences(results):
+        console.print(line)
+
+
+@app.command()
+def explain(
+    policy: Policy = "vllm",
+    workload: Workload = "seed",
+    request: Annotated[str | None, typer.Option("--request", help="Explain one request by id.")] = None,
+    max_num_batched_tokens: Budget = None,
+    max_num_seqs: MaxSeqs = 256,
+    long_prefill_token_threshold: Threshold = 0,
+    no_chunked_prefill: NoChunk = False,
+    num_gpu_blocks: GpuBlocks = None,
+    watermark: Watermark = 0.0,
+    preemption_mode: Preemption = "recompute",
+    max_model_len: MaxModelLen = None,
+    cost: Cost = "toy",
+    decode_ms: DecodeMs = 1.0,
+    prefill_token_ms: PrefillMs = 0.1,
+    overhead_ms: OverheadMs = 0.0,
+    model: Model = None,
+    gpu: Gpu = "h100-80gb",
+    tp: Tp = 1,
+    counterfactual: Annotated[bool, typer.Option(
+        help="When a prompt was chunked, also run the workload unchunked and say what chunking changed.")] = True,
+) -> None:
+    """Plain sentences built from the step records: what bound the schedule, where tail latency came from,
+    preemptions and their cost; with --request ID, that request's wait, prefill chunks, preemptions and gaps."""
+    from servesim.explain import explain_request
+    from servesim.run import Run
+
+    cfg = _config(max_num_batched_tokens, max_num_seqs, long_prefill_token_threshold, no_chunked_prefill,
+                  num_gpu_blocks, watermark, preemption_mode, max_model_len)
+    cm = build_cost(cost, model, gpu, tp, decode_ms, prefill_token_ms, overhead_ms)
+    reqs = load_workload(workload)
+    result = simulate(reqs, cfg, policy, cm)
+    if request is not None:
+        if request not in {r.id for r in result.requests}:
+            raise ConfigError(f"--request {request!r}: no such request in {workload!r} "
+                              f"(ids: {', '.join(r.id for r in result.requests[:10])}"
+                              f"{', ...' if len(result.requests) > 10 else ''})")
+        lines = explain_request(result, request)
+    else:
+        lines = Run(result, reqs if counterfactual else None, cost=cm).explain().split("\n")
+    for line in lines:
+        console.print(line)

@@ -1,0 +1,156 @@
+"""The same workload under several policies or several values of one knob: one table, and sentences that
+attribute each difference to what changed in the step records."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import fields, replace
+
+from servesim.benchmark import benchmark_metrics
+from servesim.breakdown import bound_by
+from servesim.config import EngineConfig
+from servesim.cost import CostModel
+from servesim.engine import simulate
+from servesim.errors import ConfigError
+from servesim.explain import ms, step_cause
+from servesim.metrics import longest_prompt, prefill_chunks, prompt_tokens_processed, slot_utilization, worst_gap
+from servesim.overload import detect_overload
+from servesim.policies import policy_class
+from servesim.request import Request
+from servesim.result import SimResult
+
+
+def run_policies(requests: Sequence[Request], policies: Sequence[str], config: EngineConfig,
+                 cost: CostModel | str) -> tuple[dict[str, SimResult], list[str]]:
+    """Each policy on the same workload. A token budget applies to chunking policies only (static and continuous
+    never chunk, so vLLM would reject a budget below max_model_len): the others get max_model_len, and a note."""
+    results, notes, skipped = {}, [], []
+    for name in policies:
+        cfg = config
+        if not policy_class(name).chunked and config.max_num_batched_tokens is not None:
+            cfg, _ = replace(config, max_num_batched_tokens=None), skipped.append(name)
+        results[name] = simulate(requests, cfg, name, cost)
+    if skipped:
+        budget = results[skipped[0]].config.max_num_batched_tokens
+        notes.append(f"max_num_batched_tokens {config.max_num_batched_tokens} applies to the chunking policies only; "
+                     f"{', '.join(skipped)} never chunk, so their budget is max_model_len ({budget}).")
+    return results, notes
+
+
+def _value(text: str) -> object:
+    low = text.strip().lower()
+    if low in ("none", "null"):
+        return None
+    if low in ("true", "false"):
+        return low == "true"
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return text.strip()
+
+
+def parse_set(spec: str) -> tuple[str, list[object]]:
+    """`max_num_batched_tokens=256,512,2048` -> ("max_num_batched_tokens", [256, 512, 2048])."""
+    knob, sep, values = spec.partition("=")
+    knob = knob.strip().replace("-", "_")
+    if not sep or not values.strip():
+        raise ConfigError(f"--set {spec!r}: expected KNOB=V1,V2,... e.g. max_num_batched_tokens=256,512,2048")
+    if knob not in EngineConfig.field_names():
+        valid = ", ".join(f.name for f in fields(EngineConfig))
+        raise ConfigError(f"--set {spec!r}: unknown knob {knob!r}; valid: {valid}")
+    return knob, [_value(v) for v in values.split(",")]
+
+
+def run_sweep(requests: Sequence[Request], policy: str, config: EngineConfig, cost: CostModel | str,
+              knob: str, values: Sequence[object]) -> dict[str, SimResult]:
+    return {f"{knob}={v}": simulate(requests, replace(config, **{knob: v}), policy, cost) for v in values}
+
+
+def compare_rows(results: dict[str, SimResult]) -> list[tuple[str, list[str]]]:
+    """Rows of the side-by-side table: one value per result, formatted."""
+    ms2 = "{:.2f}".format
+    bms = {k: benchmark_metrics(r) for k, r in results.items()}
+    lp = longest_prompt(next(iter(results.values())))
+    rows: list[tuple[str, list[str]]] = []
+
+    def row(label, f):
+        rows.append((label, [f(k, r) for k, r in results.items()]))
+
+    for metric, short in (("ttft", "TTFT"), ("tpot", "TPOT"), ("itl", "ITL"), ("e2el", "E2EL")):
+        row(f"Mean {short} (ms)", lambda k, r, m=metric: ms2(bms[k][m].mean))
+        row(f"P99 {short} (ms)", lambda k, r, m=metric: ms2(bms[k][m].percentile(99.0)))
+    row("Worst gap between tokens (ms)", lambda k, r: ms2(g.seconds * 1000) if (g := worst_gap(r)) else "-")
+    row(f"TTFT of {lp}, longest prompt (ms)", lambda k, r: ms2(r.request(lp).ttft * 1000))
+    row(f"Prefill chunks of {lp}", lambda k, r: str(len(prefill_chunks(r, lp))))
+    row("Request throughput (req/s)", lambda k, r: ms2(bms[k].request_throughput))
+    row("Output token throughput (tok/s)", lambda k, r: ms2(bms[k].output_throughput))
+    row("Prompt tokens processed", lambda k, r: str(prompt_tokens_processed(r)))
+    row("Tokens processed", lambda k, r: str(r.tokens_processed))
+    row("Steps", lambda k, r: str(len(r.steps)))
+    row("Makespan (ms)", lambda k, r: ms2(r.makespan * 1000))
+    row("Slot utilization (%)", lambda k, r: ms2(slot_utilization(r) * 100))
+    row("Preemptions", lambda k, r: str(len(r.preemptions)))
+    row("Recompute tax (%)", lambda k, r: ms2(r.recompute_tax * 100))
+    row("Most steps bound by", lambda k, r: _most_bound(r))
+    row("Overloaded", lambda k, r: "OVERLOADED" if detect_overload(r).overloaded else "no")
+    return rows
+
+
+def _most_bound(r: SimResult) -> str:
+    counts: dict[str, int] = {}
+    for s in r.steps:
+        b = bound_by(s).value
+        counts[b] = counts.get(b, 0) + 1
+    return max(counts, key=counts.get) if counts else "-"
+
+
+def _cause(a: SimResult, b: SimResult, label_b: str, lp: str) -> str:
+    ca, cb = prefill_chunks(a, lp), prefill_chunks(b, lp)
+    if len(ca) == 1 and len(cb) > 1:
+        return "chunked prefill"
+    if len(ca) > 1 and len(cb) == 1:
+        return "prefilling whole"
+    if len(ca) > 1 and max(ca) != max(cb):
+        return f"chunks of up to {max(cb)} tokens instead of {max(ca)}"
+    if a.policy == "static" and b.policy != "static":
+        return "continuous admission"
+    return label_b
+
+
+def _moved(x: float, y: float, up: str, down: str) -> str:
+    return up if y > x + 1e-12 else down if y < x - 1e-12 else "kept"
+
+
+def compare_sentences(results: dict[str, SimResult]) -> list[str]:
+    """One sentence per neighbouring pair of columns: what changed, and the cause found in the records."""
+    items = list(results.items())
+    out = []
+    for (na, a), (nb, b) in zip(items, items[1:]):
+        lp = longest_prompt(a)
+        ga, gb = worst_gap(a), worst_gap(b)
+        parts = []
+        if ga and gb:
+            verb = _moved(ga.seconds, gb.seconds, "raised", "cut")
+            text = (f"{_cause(a, b, nb, lp)} {verb} the worst gap between tokens from {ms(ga.seconds)} to "
+                    f"{ms(gb.seconds)}")
+            if gb.step is not None and verb == "raised":
+                text += f" (step {gb.step}: {step_cause(b, gb.step, victim=gb.request_id)})"
+            parts.append(text)
+        ra, rb = a.request(lp), b.request(lp)
+        text = f"the long prompt's TTFT {_moved(ra.ttft, rb.ttft, 'rose', 'fell')} from {ms(ra.ttft)} to {ms(rb.ttft)}"
+        qa = (ra.first_scheduled_time or ra.arrival_time) - ra.arrival_time
+        qb = (rb.first_scheduled_time or rb.arrival_time) - rb.arrival_time
+        if abs(qa - qb) > 1e-9:
+            text += f" ({lp} queued {ms(qb)} instead of {ms(qa)})"
+        parts.append(text)
+        pa, pb = prompt_tokens_processed(a), prompt_tokens_processed(b)
+        la, lb = sum(prefill_chunks(a, lp)), sum(prefill_chunks(b, lp))
+        if pa == pb:
+            parts.append(f"prompt tokens processed are the same ({pa}, {la} of them {lp}'s)")
+        else:
+            parts.append(f"prompt tokens processed went from {pa} to {pb} ({lp}'s: {la} and {lb}; recomputed after "
+                         f"preemption: {a.recomputed_tokens} and {b.recomputed_tokens})")
+        out.append(f"{nb} vs {na}: " + "; ".join(parts) + ".")
+    return out

@@ -1,0 +1,160 @@
+"""A simulation result for notebooks: metrics, steps and requests as DataFrames, explanations, an HTML view.
+
+    from servesim.run import Run
+    run = Run.simulate("seed", policy="vllm", max_num_batched_tokens=256, max_num_seqs=8)
+    run.metrics            # polars: metric, value (vLLM's key names)
+    run.requests           # polars: one row per request, ms
+    run.steps              # polars: one row per step
+    print(run.explain())   # or run.explain("L")
+
+polars is an optional dependency (`pip install servesim[data]`); `to_pandas()` needs pandas as well.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+from servesim.benchmark import DEFAULT_PERCENTILES, BenchmarkMetrics, benchmark_metrics, to_json
+from servesim.breakdown import ServerMetrics, request_breakdown, server_metrics, step_arrays
+from servesim.config import EngineConfig
+from servesim.cost import CostModel
+from servesim.engine import simulate
+from servesim.errors import ServesimError
+from servesim.overload import Overload, detect_overload
+from servesim.request import Request
+from servesim.result import SimResult
+
+
+def _polars() -> Any:
+    try:
+        import polars
+    except ImportError:
+        raise ServesimError("DataFrames need polars: pip install 'servesim[data]'") from None
+    return polars
+
+
+class Run:
+    """Wraps a `SimResult` (unchanged, as `.result`) with the analyses of this package."""
+
+    def __init__(self, result: SimResult, workload: Sequence[Request] | None = None,
+                 percentiles: Sequence[float] = DEFAULT_PERCENTILES, goodput: dict[str, float] | None = None,
+                 cost: CostModel | str | None = None) -> None:
+        self.result = result
+        # the workload and cost model, if given, allow the unchunked counterfactual in `explain()`
+        self.workload = list(workload) if workload is not None else None
+        self.cost = cost
+        self.percentiles = tuple(percentiles)
+        self.goodput = dict(goodput or {})
+
+    @classmethod
+    def simulate(cls, workload: str | Sequence[Request] = "seed", policy: str = "vllm",
+                 cost: CostModel | str = "toy", **config: Any) -> Run:
+        """Simulate a built-in workload name, a file, or a list of requests; `config` are EngineConfig fields."""
+        from servesim.workloads import load_workload
+
+        reqs = load_workload(workload) if isinstance(workload, str) else list(workload)
+        return cls(simulate(reqs, EngineConfig(**config), policy, cost), reqs, cost=cost)
+
+    @cached_property
+    def benchmark(self) -> BenchmarkMetrics:
+        return benchmark_metrics(self.result, self.percentiles, self.goodput)
+
+    @cached_property
+    def server(self) -> ServerMetrics:
+        return server_metrics(self.result, self.percentiles)
+
+    @cached_property
+    def overload(self) -> Overload:
+        return detect_overload(self.result)
+
+    @property
+    def metrics(self) -> Any:
+        """vLLM's result keys (and servesim's server-side ones) as a two-column polars DataFrame."""
+        s = self.server
+        values: dict[str, Any] = dict(to_json(self.benchmark))
+        values.update({
+            "mean_queue_time_ms": s.queue.mean, "mean_prefill_time_ms": s.prefill.mean,
+            "num_preemptions": s.preemptions, "recompute_tax": s.recompute_tax,
+            "slot_utilization": s.slot_utilization, "mean_batch_size": s.batch_size.mean,
+            "mean_tokens_per_step": s.tokens_per_step.mean, "mean_kv_used": s.kv_used_mean,
+            "num_steps": s.steps, "overloaded": float(self.overload.overloaded),
+        })
+        return _polars().DataFrame({"metric": list(values), "value": [None if v is None else float(v)
+                                                                     for v in values.values()]})
+
+    @property
+    def requests(self) -> Any:
+        r = self.result.requests
+        rb = request_breakdown(self.result)
+        n = len(r)
+        first = np.fromiter((x.token_times[0] if x.token_times else np.nan for x in r), float, n)
+        finish = np.fromiter((np.nan if x.finish_time is None else x.finish_time for x in r), float, n)
+        arrival = np.fromiter((x.arrival_time for x in r), float, n)
+        out = np.fromiter((x.output_len for x in r), np.int64, n)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            tpot = np.where(out > 1, (finish - first) / np.maximum(out - 1, 1), np.nan)
+        return _polars().DataFrame({
+            "id": list(rb.ids), "arrival_ms": arrival * 1000,
+            "prompt_len": np.fromiter((x.prompt_len for x in r), np.int64, n), "output_len": out,
+            "ttft_ms": (first - arrival) * 1000, "tpot_ms": tpot * 1000, "e2el_ms": (finish - arrival) * 1000,
+            "queue_ms": rb.queue * 1000, "prefill_ms": rb.prefill * 1000, "preempted_ms": rb.preempted * 1000,
+            "num_preemptions": rb.num_preemptions, "num_prefill_chunks": rb.num_prefill_chunks,
+            "recomputed_tokens": rb.recomputed_tokens, "finish_ms": finish * 1000,
+        })
+
+    @property
+    def steps(self) -> Any:
+        sa = step_arrays(self.result)
+        return _polars().DataFrame({
+            "step": np.arange(sa.start.size), "start_ms": sa.start * 1000, "duration_ms": sa.duration * 1000,
+            "batch_size": sa.batch_size, "decodes": sa.decodes, "prefill_tokens": sa.prefill_tokens,
+            "tokens": sa.tokens, "num_running": sa.num_running, "num_waiting": sa.num_waiting,
+            "kv_used": sa.kv_used, "bound_by": [b.value for b in sa.bound],
+        })
+
+    def to_pandas(self, table: str = "requests") -> Any:
+        """One of "metrics", "requests", "steps" as a pandas DataFrame (needs pandas and pyarrow)."""
+        if table not in ("metrics", "requests", "steps"):
+            raise ServesimError(f"unknown table {table!r}; valid: metrics, requests, steps")
+        try:
+            import pandas  # noqa: F401
+        except ImportError:
+            raise ServesimError("to_pandas() needs pandas: pip install pandas pyarrow") from None
+        return getattr(self, table).to_pandas()
+
+    def unchunked(self) -> SimResult | None:
+        """The same workload with chunked prefill off (the lesson's comparison), when the workload is known."""
+        from dataclasses import replace
+
+        if self.workload is None or self.cost is None or not self.result.config.enable_chunked_prefill:
+            return None
+        cfg = replace(self.result.config, enable_chunked_prefill=False, max_num_batched_tokens=None)
+        return simulate(self.workload, cfg, self.result.policy, self.cost)
+
+    def explain(self, request_id: str | None = None) -> str:
+        from servesim.explain import explain_request, explain_run
+
+        if request_id is not None:
+            return "\n".join(explain_request(self.result, request_id))
+        return "\n".join(explain_run(self.result, self.unchunked()))
+
+    def __repr__(self) -> str:
+        b = self.benchmark
+        return (f"Run(policy={self.result.policy!r}, cost={self.result.cost_model!r}, requests={b.completed}, "
+                f"steps={len(self.result.steps)}, mean_ttft_ms={b['ttft'].mean:.4g}, "
+                f"mean_tpot_ms={b['tpot'].mean:.4g}, duration_s={b.duration:.4g}"
+                f"{', OVERLOADED' if self.overload.overloaded else ''})")
+
+    def _repr_html_(self) -> str:
+        b = self.benchmark
+        rows = "".join(f"<tr><td>{html.escape(k)}</td><td style='text-align:right'>{v:.4g}</td></tr>"
+                       for k, v in to_json(b).items() if isinstance(v, float | int) and not k.startswith("std"))
+        warn = f"<p><b>{html.escape(self.overload.sentence())}</b></p>" if self.overload.overloaded else ""
+        return (f"<div><p><b>servesim run</b>: policy {html.escape(self.result.policy)}, cost "
+                f"{html.escape(self.result.cost_model)}, {len(self.result.steps)} steps</p>{warn}"
+                f"<table><tr><th>metric</th><th>value</th></tr>{rows}</table></div>")

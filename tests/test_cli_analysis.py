@@ -1,0 +1,60 @@
+"""`servesim run`, `compare` and `explain` end to end (issue 6)."""
+
+import json
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from servesim.cli import app, main
+
+SEED = ["--workload", "seed", "--max-num-batched-tokens", "256", "--max-num-seqs", "8"]
+
+
+def invoke(*args):
+    result = CliRunner().invoke(app, list(args))
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_run_prints_vllm_block_and_writes_vllm_keys(tmp_path):
+    out = invoke("run", *SEED, "--goodput", "ttft:100", "--json", str(tmp_path / "r.json"))
+    assert "============ Serving Benchmark Result ============" in out
+    assert "Mean TTFT (ms):                          56.80" in out
+    assert "Request goodput (req/s):                 10.73" in out  # 4 good / 0.3728 s
+    assert "Server-side Breakdown" in out
+    data = json.loads((tmp_path / "r.json").read_text())
+    assert data["median_ttft_ms"] == pytest.approx(12.8)
+    assert data["p99_itl_ms"] == pytest.approx(29.2)
+    assert data["completed"] == 5 and data["overloaded"] is False
+
+
+def test_compare_policies_prints_a_column_each_and_sentences():
+    out = invoke("compare", "--policies", "static,continuous,vllm", *SEED)
+    assert "chunked prefill cut the worst gap between tokens from 204 ms to 29.2 ms" in out
+    assert "static, continuous never chunk" in out
+
+
+def test_explain_request():
+    out = invoke("explain", *SEED, "--request", "L")
+    assert "prefilled in 8 chunks (7 x 252 + 236) over steps 3-10" in out
+
+
+def test_explain_run_answers_the_lesson():
+    assert "2000 prompt tokens processed either way" in invoke("explain", *SEED)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["run", "--goodput", "itl:5"], "--goodput 'itl:5'"),
+    (["run", "--percentiles", "0"], "--percentiles"),
+    (["compare"], "exactly one of --policies"),
+    (["compare", "--set", "max_num_batched_tokens=256", "--policy", "static"], "smaller than max_model_len"),
+    (["explain", "--request", "nope"], "no such request"),
+])
+def test_user_errors_are_one_line_exit_2(monkeypatch, capsys, args, message):
+    monkeypatch.setattr(sys, "argv", ["servesim", *args])
+    with pytest.raises(SystemExit) as exc:
+        main()
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("servesim: error: ") and message in err and err.count("\n") == 1
