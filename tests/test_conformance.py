@@ -3,9 +3,9 @@
 import json
 
 import pytest
+from helpers import SHARED
 from typer.testing import CliRunner
 
-from helpers import SHARED
 from servesim.cli.app import app
 from servesim.conformance import first_difference, load_scenario, run_scenario, to_trace
 

@@ -5,7 +5,13 @@ import math
 import pytest
 
 from servesim.lesson import (
-    chunk_size, chunked_iteration_time, continuous_slots, plan_chunks, static_slots, tokens_processed, utilization,
+    chunk_size,
+    chunked_iteration_time,
+    continuous_slots,
+    plan_chunks,
+    static_slots,
+    tokens_processed,
+    utilization,
     worst_stall,
 )
 

@@ -23,7 +23,10 @@ def scenarios(draw):
     block_size = draw(st.sampled_from([1, 4, 16]))
     chunked = draw(st.booleans())
     max_num_seqs = draw(st.integers(1, 6))
-    budget = draw(st.integers(max(max_num_seqs, 1), 96)) if chunked else draw(st.integers(max(longest, max_num_seqs), longest + 64))
+    if chunked:
+        budget = draw(st.integers(max_num_seqs, 96))
+    else:
+        budget = draw(st.integers(max(longest, max_num_seqs), longest + 64))
     need = blocks_for(longest - 1, block_size)
     gpu_blocks = draw(st.one_of(st.none(), st.integers(need + 1, need + 12)))
     config = EngineConfig(

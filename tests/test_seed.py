@@ -1,14 +1,13 @@
 """The seed scenario end to end, by hand (issue 2): the engine agrees with the lesson."""
 
 import pytest
+from helpers import tokens
 
 from servesim.config import EngineConfig
 from servesim.engine import simulate
 from servesim.lesson import chunked_iteration_time, plan_chunks
 from servesim.metrics import prefill_chunks, prompt_tokens_processed, worst_gap
 from servesim.workloads import load_workload
-
-from helpers import tokens
 
 MS = 1e-3
 DECODES = [("d0", 1), ("d1", 1), ("d2", 1), ("d3", 1)]

@@ -1,8 +1,8 @@
 """One tiny scenario per rule of vLLM v1's scheduler (issue 3), on the unit step clock, numbers by hand."""
 
 import pytest
-
 from helpers import reqs, run, tokens
+
 from servesim.errors import ConfigError
 from servesim.records import Reason
 

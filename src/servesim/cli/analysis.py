@@ -46,9 +46,9 @@ Percentiles = Annotated[str, typer.Option("--percentiles", help="Percentiles to 
 
 
 def build_cost(cost: str, model: str | None, gpu: str, tp: int, decode_ms: float, prefill_token_ms: float,
-               overhead_ms: float) -> CostModel:
+               overhead_ms: float, workload: str | None = None) -> CostModel:
     if model is None:
-        return cost_model(cost, decode_ms, prefill_token_ms, overhead_ms)
+        return cost_model(cost, decode_ms, prefill_token_ms, overhead_ms, workload)
     if "roofline" not in COST_MODELS:
         raise ConfigError(f"--model {model} needs the roofline cost model, which this build does not have "
                           f"(registered: {', '.join(sorted(COST_MODELS))}); use --cost instead")
@@ -75,7 +75,7 @@ def run_cmd(
     watermark: Watermark = 0.0,
     preemption_mode: Preemption = "recompute",
     max_model_len: MaxModelLen = None,
-    cost: Cost = "toy",
+    cost: Cost = "auto",
     decode_ms: DecodeMs = 1.0,
     prefill_token_ms: PrefillMs = 0.1,
     overhead_ms: OverheadMs = 0.0,
@@ -112,7 +112,7 @@ def run_cmd(
     cfg = _config(max_num_batched_tokens, max_num_seqs, long_prefill_token_threshold, no_chunked_prefill,
                   num_gpu_blocks, watermark, preemption_mode, max_model_len)
     result = simulate(load_workload(workload), cfg, policy,
-                      build_cost(cost, model, gpu, tp, decode_ms, prefill_token_ms, overhead_ms))
+                      build_cost(cost, model, gpu, tp, decode_ms, prefill_token_ms, overhead_ms, workload))
     m = benchmark_metrics(result, ps, slos, warmup, cooldown)
     over = detect_overload(result)
     if over.overloaded:
@@ -141,7 +141,7 @@ def compare(
     num_gpu_blocks: GpuBlocks = None,
     watermark: Watermark = 0.0,
     preemption_mode: Preemption = "recompute",
-    cost: Cost = "toy",
+    cost: Cost = "auto",
     decode_ms: DecodeMs = 1.0,
     prefill_token_ms: PrefillMs = 0.1,
     overhead_ms: OverheadMs = 0.0,
@@ -158,7 +158,7 @@ def compare(
         raise ConfigError("give exactly one of --policies A,B,... or --set KNOB=V1,V2,...")
     cfg = _config(max_num_batched_tokens, max_num_seqs, long_prefill_token_threshold, False, num_gpu_blocks,
                   watermark, preemption_mode, None)
-    cm = build_cost(cost, model, gpu, tp, decode_ms, prefill_token_ms, overhead_ms)
+    cm = build_cost(cost, model, gpu, tp, decode_ms, prefill_token_ms, overhead_ms, workload)
     reqs = load_workload(workload)
     notes: list[str] = []
     if policies is not None:
@@ -192,7 +192,7 @@ def explain(
     watermark: Watermark = 0.0,
     preemption_mode: Preemption = "recompute",
     max_model_len: MaxModelLen = None,
-    cost: Cost = "toy",
+    cost: Cost = "auto",
     decode_ms: DecodeMs = 1.0,
     prefill_token_ms: PrefillMs = 0.1,
     overhead_ms: OverheadMs = 0.0,
@@ -209,7 +209,7 @@ def explain(
 
     cfg = _config(max_num_batched_tokens, max_num_seqs, long_prefill_token_threshold, no_chunked_prefill,
                   num_gpu_blocks, watermark, preemption_mode, max_model_len)
-    cm = build_cost(cost, model, gpu, tp, decode_ms, prefill_token_ms, overhead_ms)
+    cm = build_cost(cost, model, gpu, tp, decode_ms, prefill_token_ms, overhead_ms, workload)
     reqs = load_workload(workload)
     result = simulate(reqs, cfg, policy, cm)
     if request is not None:

@@ -7,15 +7,16 @@ from typing import Annotated
 import typer
 
 from servesim.config import EngineConfig
-from servesim.cost import CostModel, get_cost_model
+from servesim.cost import DEFAULT_REAL_COST, CostModel, get_cost_model
 
 Policy = Annotated[str, typer.Option("--policy", "-p", help="Scheduling policy: static | continuous | vllm.")]
 Workload = Annotated[str, typer.Option("--workload", "-w", help="A built-in workload name (e.g. seed) or a file.")]
 Budget = Annotated[int | None, typer.Option(
     "--max-num-batched-tokens", help="Token budget per step. Default: 2048 with chunked prefill, else max_model_len.")]
 MaxSeqs = Annotated[int, typer.Option("--max-num-seqs", help="Most requests running at once.")]
-Cost = Annotated[str, typer.Option("--cost", help="Cost model: toy (the lesson's ms costs) | unit (1 s per step) "
-                                              "| a registered model (see `servesim cost --help`).")]
+Cost = Annotated[str, typer.Option("--cost", help="Cost model: auto (toy for the lesson workloads seed and "
+                                              "lesson-slots, else roofline Llama-3-8B on one H100-80GB) | toy (the "
+                                              "lesson's ms costs) | unit (1 s per step) | roofline | a profile .json.")]
 DecodeMs = Annotated[float, typer.Option("--decode-ms", help="toy cost: ms per decoding request per step.")]
 PrefillMs = Annotated[float, typer.Option("--prefill-token-ms", help="toy cost: ms per prefill token.")]
 OverheadMs = Annotated[float, typer.Option("--overhead-ms", help="toy cost: fixed ms per step.")]
@@ -29,7 +30,8 @@ GpuBlocks = Annotated[int | None, typer.Option(
 Watermark = Annotated[float, typer.Option("--watermark", help="Fraction of num_gpu_blocks kept free on admission.")]
 QueuePolicy = Annotated[str, typer.Option("--scheduling-policy", help="Queue order: fcfs | priority.")]
 Preemption = Annotated[str, typer.Option("--preemption-mode", help="recompute (vLLM v1) | swap (vLLM v0).")]
-SwapSpace = Annotated[int | None, typer.Option("--swap-space", help="Host pool for swapping, in blocks. Default: unlimited.")]
+SwapSpace = Annotated[int | None, typer.Option(
+    "--swap-space", help="Host pool for swapping, in blocks. Default: unlimited.")]
 KvBytes = Annotated[int, typer.Option("--kv-bytes-per-token", help="KV bytes per token (swap traffic), toy cost.")]
 Pcie = Annotated[float, typer.Option("--pcie-bandwidth", help="Host<->GPU bandwidth for swapping, bytes/s.")]
 Async = Annotated[bool, typer.Option("--async-scheduling", help="Finished requests free their seat one step later.")]
@@ -53,7 +55,18 @@ def engine_config(
     )
 
 
-def cost_model(name: str, decode_ms: float = 1.0, prefill_token_ms: float = 0.1, overhead_ms: float = 0.0) -> CostModel:
+LESSON_WORKLOADS = ("seed", "lesson-slots")
+
+
+def cost_model(name: str, decode_ms: float = 1.0, prefill_token_ms: float = 0.1, overhead_ms: float = 0.0,
+               workload: str | None = None) -> CostModel:
+    """`auto`: the lesson's toy cost for the lesson's workloads, the roofline (Llama-3-8B, H100) for real ones."""
+    if name == "auto":
+        if workload in LESSON_WORKLOADS:
+            name = "toy"
+        else:
+            params = dict(DEFAULT_REAL_COST)
+            return get_cost_model(params.pop("name"), **params)
     if name == "toy":
         return get_cost_model("toy", decode_ms=decode_ms, prefill_token_ms=prefill_token_ms, overhead_ms=overhead_ms)
     return get_cost_model(name)

@@ -108,7 +108,7 @@ def trace(
     workload: Workload = "seed",
     max_num_batched_tokens: Budget = None,
     max_num_seqs: MaxSeqs = 256,
-    cost: Cost = "toy",
+    cost: Cost = "auto",
     decode_ms: DecodeMs = 1.0,
     prefill_token_ms: PrefillMs = 0.1,
     overhead_ms: OverheadMs = 0.0,
@@ -132,8 +132,8 @@ def trace(
     cfg = engine_config(max_num_batched_tokens, max_num_seqs, long_prefill_token_threshold, no_chunked_prefill,
                         block_size, num_gpu_blocks, watermark, scheduling_policy, preemption_mode, swap_space,
                         kv_bytes_per_token, pcie_bandwidth, async_scheduling, max_model_len)
-    result = simulate(load_workload(workload), cfg, policy, cost_model(cost, decode_ms, prefill_token_ms,
-                                                                       overhead_ms))
+    result = simulate(load_workload(workload), cfg, policy,
+                      cost_model(cost, decode_ms, prefill_token_ms, overhead_ms, workload))
     console.print(step_table(result, limit=limit or None))
     if result.preemptions:
         console.print(f"{len(result.preemptions)} preemptions; recomputed tokens {result.recomputed_tokens} "
