@@ -1,0 +1,3 @@
+from servesim.cli import main
+
+main()
