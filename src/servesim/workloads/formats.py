@@ -156,10 +156,11 @@ def choose_format(
 
 
 def check_header(fmt: TraceFormat, header: tuple[str, ...], where: str) -> None:
+    spare = [h for h in header if h not in fmt.required]  # never suggest a column the format already uses
     for col in fmt.required:
         if col not in header:
             raise WorkloadError(
-                f"{where}: line 1: no column {col!r}{did_you_mean(col, header)} (format {fmt.name}); "
+                f"{where}: line 1: no column {col!r}{did_you_mean(col, spare)} (format {fmt.name}); "
                 f"columns present: {', '.join(header) or '(none)'}"
             )
 

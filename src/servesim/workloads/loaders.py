@@ -76,14 +76,17 @@ def read_frame(pl: Any, src: Source, fmt: TraceFormat, roles: dict[str, str | No
     if src.container == "parquet":
         frame = pl.read_parquet(data, columns=cols)
     elif src.container == "jsonl":
-        schema = {c: pl.String for c in cols}
+        schema = {c: pl.Float64 if c in numeric else pl.String for c in cols}
         if roles.get("hash_ids"):
             schema[roles["hash_ids"]] = pl.List(pl.Int64)
-        try:
+        try:  # typed first; strings when a value is not a number, so the checks below can name it
             frame = pl.read_ndjson(data, schema=schema)
         except (Exception, pl.exceptions.PanicException):  # noqa: BLE001
-            Locator(src).raise_jsonl_problem(roles.get("hash_ids"))
-            raise
+            try:
+                frame = pl.read_ndjson(io.BytesIO(src.data), schema={**schema, **{c: pl.String for c in numeric}})
+            except (Exception, pl.exceptions.PanicException):  # noqa: BLE001
+                Locator(src).raise_jsonl_problem(roles.get("hash_ids"))
+                raise
     else:
         try:  # typed: fastest, and right for every clean file
             frame = pl.read_csv(data, columns=cols, schema_overrides={c: pl.Float64 for c in numeric})
@@ -151,15 +154,16 @@ def build_table(
     if late:
         notes.append(f"{late:,} timestamps were earlier than the line before them (out of order); sorted by arrival")
         keep = keep[np.argsort(arrival[keep], kind="stable")]  # stable: equal timestamps keep file order
-    if extra.get("hash_ids") is not None:
-        extra["hash_ids"], extra["hash_offsets"] = take_hashes(extra["hash_ids"], extra["hash_offsets"], keep)
-    for name in ("priority", "session_id", "request_id"):
-        if name in extra:
-            extra[name] = extra[name][keep]
-    t = arrival[keep]
+    if len(keep) < len(rows) or late:  # most traces: nothing dropped, already sorted, no copies
+        if extra.get("hash_ids") is not None:
+            extra["hash_ids"], extra["hash_offsets"] = take_hashes(extra["hash_ids"], extra["hash_offsets"], keep)
+        for name in ("priority", "session_id", "request_id"):
+            if name in extra:
+                extra[name] = extra[name][keep]
+        arrival, prompt, output, rows = arrival[keep], prompt[keep], output[keep], rows[keep]
     has_arrivals = roles["arrival"] is not None
     return RequestTable(
-        t - t[0], prompt[keep], output[keep], row=rows[keep], notes=tuple(notes), has_arrivals=has_arrivals, **extra
+        arrival - arrival[0], prompt, output, row=rows, notes=tuple(notes), has_arrivals=has_arrivals, **extra
     )
 
 

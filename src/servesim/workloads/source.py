@@ -41,7 +41,7 @@ def read_source(path: Path, container: str | None = None) -> Source:
     check_utf8(data, path)
     if data.startswith(codecs.BOM_UTF8):
         data = data[len(codecs.BOM_UTF8) :]
-    if not data.strip():
+    if not data or data.isspace():  # isspace: no copy of a large file
         raise WorkloadError(f"{path}: empty file; expected a header line (or a JSON object) and at least one request")
     header = jsonl_keys(data, path) if container == "jsonl" else csv_header(data)
     return Source(path, data, container, header)
@@ -93,7 +93,7 @@ def detect_container(path: Path, data: bytes) -> str:
         return "parquet"
     if suffixes and suffixes[-1] in (".jsonl", ".ndjson", ".json"):
         return "jsonl"
-    if data.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] == b"{":
+    if data[:4096].lstrip(b"\xef\xbb\xbf \t\r\n")[:1] == b"{":
         return "jsonl"
     return "csv"
 
