@@ -265,3 +265,11 @@ def test_fuzz_jsonl_parsers(tmp_path, text, generic):
 def test_fuzz_raw_bytes(tmp_path, blob, ext):
     check(write(tmp_path, f"f.{ext}", blob))
     check(write(tmp_path, f"g.{ext}", b"PAR1" + blob), format="parquet", columns="arrival=a,prompt=p,output=o")
+
+
+def test_parquet_bad_value_names_the_row(tmp_path):
+    pl = pytest.importorskip("polars")
+    path = tmp_path / "g.parquet"
+    pl.DataFrame({"t": [0.0, 1.0], "p": [5, -1], "o": [1, 1]}).write_parquet(path)
+    msg = error(path, columns="arrival=t,prompt=p,output=o")
+    assert msg.endswith("row 2, column 'p': got '-1'; expected a whole number >= 1")

@@ -118,7 +118,7 @@ def workload_from_options(
     keep_failed: bool = False,
 ) -> list[Request]:
     """`table_from_options(...).to_requests()`: requests sorted by arrival, for the engine."""
-    return table_from_options(**{k: v for k, v in locals().items()}).to_requests()
+    return table_from_options(**locals()).to_requests()
 
 
 def parse_window(text: str) -> tuple[float, float]:

@@ -10,7 +10,7 @@ import csv
 import io
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -178,7 +178,7 @@ def whole_numbers(pl: Any, col: Any, rows: np.ndarray, loc: Locator, minimum: in
         expected = "a whole number" + (f" >= {minimum}" if minimum is not None else "")
         if minimum == 1 and values[i] == 0:
             expected += " (a request has at least one token each way)"
-        loc.fail(int(rows[i]), col.name, expected)
+        loc.fail(rows, col, i, expected)
     return values.astype(np.int64)
 
 
@@ -191,23 +191,21 @@ def as_float(pl: Any, col: Any) -> np.ndarray:
 
 
 def arrival_seconds(pl: Any, col: Any, unit: str, rows: np.ndarray, loc: Locator) -> np.ndarray:
-    if unit == "datetime":
-        if col.dtype == pl.String:
-            s = col.str.strip_chars()
-            fmt = AZURE_TIME if col.name == "TIMESTAMP" else None
-            col = s.str.to_datetime(fmt, time_unit="ns", strict=False)
-        if not col.dtype.is_temporal():
-            loc.fail(int(rows[0]), col.name, "a date and time such as 2023-11-16 18:17:03.9799600")
-        ns = col.cast(pl.Datetime("ns")).cast(pl.Int64).to_numpy() if col.null_count() == 0 else None
-        if ns is None:
-            i = int(np.flatnonzero(col.is_null().to_numpy())[0])
-            loc.fail(int(rows[i]), col.name, "a date and time such as 2023-11-16 18:17:03.9799600")
-        return (ns - ns.min()).astype(np.float64) / 1e9  # subtract in integers: no precision lost
-    values = as_float(pl, col)
-    bad = ~np.isfinite(values)
-    if bad.any():
-        loc.fail(int(rows[int(np.flatnonzero(bad)[0])]), col.name, f"a number of {unit_name(unit)}")
-    return values / TIME_UNITS[unit]  # divide: 3536999 ms is exactly 3536.999 s
+    if unit != "datetime":
+        values = as_float(pl, col)
+        if not (ok := np.isfinite(values)).all():
+            loc.fail(rows, col, int(np.argmin(ok)), f"a number of {unit_name(unit)}")
+        return values / TIME_UNITS[unit]  # divide: 3536999 ms is exactly 3536.999 s
+    stamps = col
+    if col.dtype == pl.String:
+        stamps = col.str.strip_chars().str.to_datetime(
+            AZURE_TIME if col.name == "TIMESTAMP" else None, time_unit="ns", strict=False
+        )
+    ok = stamps.is_not_null().to_numpy() if stamps.dtype.is_temporal() else np.zeros(len(col), bool)
+    if not ok.all():
+        loc.fail(rows, col, int(np.argmin(ok)), "a date and time such as 2023-11-16 18:17:03.9799600")
+    ns = stamps.cast(pl.Datetime("ns")).cast(pl.Int64).to_numpy()
+    return (ns - ns.min()).astype(np.float64) / 1e9  # subtract in integers: no precision lost
 
 
 def unit_name(unit: str) -> str:
@@ -230,7 +228,7 @@ def hash_lists(pl: Any, col: Any, rows: np.ndarray, loc: Locator) -> tuple[np.nd
         parsed = col.list.eval(pl.element().cast(pl.Int64, strict=False))
         bad = (parsed.list.eval(pl.element().is_null()).list.any()).fill_null(False).to_numpy()
         if bad.any():
-            loc.fail(int(rows[int(np.flatnonzero(bad)[0])]), col.name, "integers separated by spaces")
+            loc.fail(rows, col, int(np.flatnonzero(bad)[0]), "integers separated by spaces")
         col = parsed
     lengths = col.list.len().fill_null(0).to_numpy().astype(np.int64)
     offsets = np.concatenate(([0], np.cumsum(lengths))).astype(np.int64)
@@ -244,12 +242,15 @@ class Locator:
     def __init__(self, src: Source) -> None:
         self.src = src
 
-    def fail(self, row: int, column: str, expected: str) -> None:
-        where, value = self.locate(row, column)
-        shown = "an empty value" if value in ("", "None", "''") else value
-        raise WorkloadError(f"{self.src}: {where}, column {column!r}: got {shown}; expected {expected}")
+    def fail(self, rows: np.ndarray, col: Any, i: int, expected: str) -> NoReturn:
+        """Element i of column `col` (data row rows[i]) is bad: say where, what it is, and what was expected."""
+        where, value = self.locate(int(rows[i]), col.name)
+        if value is None:  # Parquet has no lines: show the value as read
+            value = shorten(col[i])
+        shown = "an empty value" if value in ("''", "'None'") else value
+        raise WorkloadError(f"{self.src}: {where}, column {col.name!r}: got {shown}; expected {expected}")
 
-    def locate(self, row: int, column: str) -> tuple[str, str]:
+    def locate(self, row: int, column: str) -> tuple[str, str | None]:
         if self.src.container == "csv":
             reader = csv.reader(io.StringIO(self.src.data.decode("utf-8")))
             header = next(reader, [])
@@ -265,7 +266,7 @@ class Locator:
                     if k == row:
                         obj = json.loads(line)
                         return f"line {n}", shorten(json.dumps(obj[column])) if column in obj else "no such key"
-        return f"row {row + 1}", "?"
+        return f"row {row + 1}", None
 
     def raise_csv_shape_problem(self) -> None:
         """A row with more fields than the header, or unbalanced quotes: name its line."""
