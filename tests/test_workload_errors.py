@@ -273,3 +273,17 @@ def test_parquet_bad_value_names_the_row(tmp_path):
     pl.DataFrame({"t": [0.0, 1.0], "p": [5, -1], "o": [1, 1]}).write_parquet(path)
     msg = error(path, columns="arrival=t,prompt=p,output=o")
     assert msg.endswith("row 2, column 'p': got '-1'; expected a whole number >= 1")
+
+
+@FUZZ
+@given(text=st.text(alphabet="0123456789.:,=-+einfaulomrtcsp_ ", max_size=30))
+def test_fuzz_option_parsers(text):
+    from servesim.cli.workload import parse_window
+    from servesim.workloads.formats import parse_columns
+    from servesim.workloads.synthetic import parse_length
+
+    for parse in (parse_length, parse_window, lambda s: parse_columns(s, None)):
+        try:
+            parse(text)
+        except WorkloadError:
+            pass

@@ -125,23 +125,22 @@ class RequestTable:
         write_atomic(Path(path), self.to_csv_text().encode())
 
     def to_csv_text(self) -> str:
-        out = io.StringIO()
-        cols = ["arrival_time", "prompt_len", "output_len"]
-        cols += [c for c in ("priority", "session_id") if getattr(self, c) is not None]
+        cols: dict[str, list[object]] = {
+            "arrival_time": [repr(x) for x in self.arrival_time.tolist()],  # repr: round-trips exactly
+            "prompt_len": self.prompt_len.tolist(),
+            "output_len": self.output_len.tolist(),
+        }
+        for name in ("priority", "session_id"):
+            if (col := getattr(self, name)) is not None:
+                cols[name] = col.tolist()
         if self.hash_ids is not None:
-            cols.append("hash_ids")
+            cols["hash_ids"] = [" ".join(map(str, self.hashes(i).tolist())) for i in range(len(self))]
         if self.request_id is not None:
-            cols.append("request_id")
+            cols["request_id"] = list(self.request_id)
+        out = io.StringIO()
         w = csv.writer(out, lineterminator="\n")
         w.writerow(cols)
-        for i in range(len(self)):
-            row: list[object] = [repr(float(self.arrival_time[i])), int(self.prompt_len[i]), int(self.output_len[i])]
-            row += [int(getattr(self, c)[i]) for c in ("priority", "session_id") if c in cols]
-            if self.hash_ids is not None:
-                row.append(" ".join(map(str, self.hashes(i).tolist())))
-            if self.request_id is not None:
-                row.append(self.request_id[i])
-            w.writerow(row)
+        w.writerows(zip(*cols.values(), strict=True))
         return out.getvalue()
 
 
