@@ -79,6 +79,8 @@ def make_table(
     rng = np.random.default_rng(seed)
     if spec == RANDOM:
         n = DEFAULT_NUM_REQUESTS if num_requests is None else num_requests
+        if window is not None:
+            raise WorkloadError(f"--window selects part of a trace; --workload {RANDOM} has no trace to cut")
         if n < 1:
             raise WorkloadError(f"--num-requests: got {n}; expected at least 1")
         p, o = synthetic_lengths(
@@ -111,7 +113,9 @@ def make_table(
             table = sample(table, num_requests, rng)
     if request_rate is not None:
         if table.has_arrivals and spec != RANDOM:
-            table = table.with_note(f"the file's arrival times were replaced: --request-rate {request_rate:g}")
+            table = table.with_note(
+                f"arrival times replaced: --request-rate {request_rate:g}, --burstiness {burstiness:g}"
+            )
         t = arrival_times(len(table), request_rate, burstiness, rng)
         table = replace(table, arrival_time=t, has_arrivals=True)
     if rate_scale is not None:
