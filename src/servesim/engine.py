@@ -11,14 +11,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
+import numpy as np
+
 from servesim.config import EngineConfig
 from servesim.cost import CostModel, StepShape, get_cost_model
 from servesim.errors import ConfigError
+from servesim.fastpath import Stretch, extra_blocks, is_steady, plan_stretch
 from servesim.kv import blocks_for
 from servesim.policies import make_scheduler, policy_class
 from servesim.records import Kind, RequestTimeline, ScheduledEntry, StepRecord
 from servesim.request import Request, RequestState, RequestStatus
 from servesim.result import SimResult
+from servesim.steplog import StepLog
 
 RECORD_LEVELS = ("full", "steps", "summary")
 
@@ -66,8 +70,14 @@ def simulate(
     cost: CostModel | str = "toy",
     record: str = "full",
     check_invariants: bool = False,
+    fast: bool = True,
 ) -> SimResult:
-    """Run `requests` through `policy` and return step records, per-request timelines and preemptions."""
+    """Run `requests` through `policy` and return step records, per-request timelines and preemptions.
+
+    `record`: "full" keeps every step record with the reason each waiting request got nothing; "steps" keeps the
+    records without reasons; "summary" keeps only compact per-step arrays (`SimResult.step_log`).
+    `fast`: advance steady decode stretches in closed form (`servesim.fastpath`); the result is the same.
+    """
     if record not in RECORD_LEVELS:
         raise ConfigError(f"unknown record level {record!r}; valid: {', '.join(RECORD_LEVELS)}")
     cost_model = get_cost_model(cost) if isinstance(cost, str) else cost
@@ -76,8 +86,10 @@ def simulate(
     order = sorted(range(len(requests)), key=lambda i: (requests[i].arrival_time, i))
     states = [RequestState(requests[i], i) for i in order]
     swap_seconds_per_block = cfg.block_size * cfg.kv_bytes_per_token / cfg.pcie_bandwidth
+    fast = fast and not cfg.async_scheduling and not check_invariants
 
     steps: list[StepRecord] = []
+    log = StepLog()
     preemptions = []
     now, step, nxt, n_done = 0.0, 0, 0, 0
     arrivals: list[str] = []
@@ -94,8 +106,18 @@ def simulate(
                 raise RuntimeError(f"no request can run at t={now} and none will arrive (a servesim bug)")
             now = max(now, states[nxt].request.arrival_time)
             continue
-        free_after_schedule = sched.kv.free_blocks
 
+        if fast and is_steady(out, sched, need_empty_queue=record == "full"):
+            plan = plan_stretch(sched, out, cost_model, now,
+                                states[nxt].request.arrival_time if nxt < len(states) else None)
+            if plan.k > 1:
+                n_done += _advance(plan, sched, step, tuple(arrivals), record, steps, log)
+                step += plan.k
+                now = float(plan.starts[-1] + plan.durations[-1])
+                arrivals = []
+                continue
+
+        free_after_schedule = sched.kv.free_blocks
         # the step's shape and duration
         sched_items = list(out.scheduled.items())
         shape = StepShape(
@@ -145,12 +167,15 @@ def simulate(
         preemptions.extend(out.preemptions)
         if check_invariants:
             _check(sched, states, out, cfg)
+        num_waiting = len(sched.waiting) + len(sched.swapped)
+        log.add(now, duration, len(sched_items), shape.num_tokens, shape.num_prefill_tokens, shape.num_decodes,
+                free_after_schedule, len(sched.running), num_waiting, len(out.preempted))
         if record != "summary":
             steps.append(StepRecord(
                 step=step, start_time=now, duration=duration, arrivals=tuple(arrivals),
                 scheduled=tuple(entries), preempted=tuple(s.request_id for s in out.preempted),
                 finished=tuple(finished), waiting=tuple(out.waiting),
-                num_running_after=len(sched.running), num_waiting_after=len(sched.waiting) + len(sched.swapped),
+                num_running_after=len(sched.running), num_waiting_after=num_waiting,
                 free_blocks_after_schedule=free_after_schedule, free_blocks_after_step=sched.kv.free_blocks,
                 token_budget=cfg.max_num_batched_tokens, swap_in_blocks=out.swap_in_blocks,
                 swap_out_blocks=out.swap_out_blocks, finished_observed=tuple(observed),
@@ -165,7 +190,75 @@ def simulate(
             s.request_id, s.request.arrival_time, s.request.prompt_len, s.request.output_len,
             s.first_scheduled_time, tuple(s.token_times), s.finish_time, s.num_preemptions, s.request.priority,
         )
-    return SimResult(policy, cost_model.name, cfg, tuple(steps), tuple(timelines), tuple(preemptions))
+    return SimResult(policy, cost_model.name, cfg, tuple(steps), tuple(timelines), tuple(preemptions),
+                     log.freeze(cfg.usable_blocks))
+
+
+def _advance(plan: Stretch, sched, first_step: int, arrivals: tuple[str, ...], record: str,
+             steps: list[StepRecord], log: StepLog) -> int:
+    """Apply a steady stretch: every running request decodes k tokens; returns how many finished."""
+    k, n, kv = plan.k, len(plan.running), sched.kv
+    ends = plan.starts + plan.durations
+    end_list = ends.tolist()
+    free0 = kv.free_blocks
+    num_waiting = len(sched.waiting) + len(sched.swapped)
+    if record != "summary":
+        _stretch_records(plan, sched, first_step, arrivals, steps, free0, num_waiting)
+    # the KV pool after each step's allocation (nobody frees blocks until the last step's finishes)
+    if free0 is None:
+        free_after = np.full(k, -1, np.int64)
+    else:
+        free_after = np.array([free0 - extra_blocks(plan.computed, plan.blocks, kv.block_size, j)
+                               for j in range(k)]) if k <= 64 else _free_series(plan, kv.block_size, free0, k)
+    finished = []
+    for s in plan.running:
+        s.num_computed_tokens += k
+        s.num_output_tokens += k
+        s.token_times.extend(end_list)
+        kv.allocate(s, s.num_computed_tokens)
+        if s.num_output_tokens == s.request.output_len:
+            s.finish_time = end_list[-1]
+            finished.append(s)
+    for s in finished:
+        sched.finish(s)
+    running_after = np.full(k, n, np.int64)
+    running_after[-1] = n - len(finished)
+    log.extend(plan.starts, plan.durations, n, free_after, running_after, num_waiting)
+    return len(finished)
+
+
+def _free_series(plan: Stretch, block_size: int, free0: int, k: int) -> np.ndarray:
+    j = np.arange(k)[:, None]
+    need = -(-(plan.computed[None, :] + j + 1) // block_size) - plan.blocks[None, :]
+    return free0 - np.where(need > 0, need, 0).sum(axis=1)
+
+
+def _stretch_records(plan: Stretch, sched, first_step: int, arrivals: tuple[str, ...], steps: list[StepRecord],
+                     free0: int | None, num_waiting: int) -> None:
+    """The step records a step-by-step run would have written for the stretch."""
+    k, n, bs = plan.k, len(plan.running), sched.kv.block_size
+    cfg = sched.config
+    ids = [s.request_id for s in plan.running]
+    last = {s.request_id for s in plan.running if s.request.output_len - s.num_output_tokens == k}
+    computed, held = plan.computed.tolist(), plan.blocks.tolist()
+    for j in range(k):
+        entries = []
+        extra = 0
+        for i in range(n):
+            c = computed[i] + j
+            blocks = max(held[i], -(-(c + 1) // bs))
+            extra += blocks - held[i]
+            entries.append(ScheduledEntry(ids[i], 1, Kind.DECODE, c, c + 1, False, True, blocks))
+        free = None if free0 is None else free0 - extra
+        fin = tuple(i for i in ids if i in last) if j == k - 1 else ()
+        freed = sum(max(held[i], -(-(computed[i] + k) // bs)) for i in range(n) if ids[i] in last) if fin else 0
+        steps.append(StepRecord(
+            step=first_step + j, start_time=float(plan.starts[j]), duration=float(plan.durations[j]),
+            arrivals=arrivals if j == 0 else (), scheduled=tuple(entries), preempted=(), finished=fin, waiting=(),
+            num_running_after=n - len(fin), num_waiting_after=num_waiting,
+            free_blocks_after_schedule=free, free_blocks_after_step=None if free is None else free + freed,
+            token_budget=cfg.max_num_batched_tokens,
+        ))
 
 
 def _check(sched, states: list[RequestState], out, cfg: EngineConfig) -> None:

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from servesim.config import EngineConfig
 from servesim.records import Preemption, RequestTimeline, StepRecord
+from servesim.steplog import StepArrays
 
 
 @dataclass(frozen=True, slots=True)
@@ -16,6 +17,7 @@ class SimResult:
     steps: tuple[StepRecord, ...]
     requests: tuple[RequestTimeline, ...]  # in workload order
     preemptions: tuple[Preemption, ...]
+    step_log: StepArrays | None = None  # compact per-step arrays, kept at every record level
 
     @property
     def makespan(self) -> float:
@@ -34,6 +36,8 @@ class SimResult:
 
     @property
     def tokens_processed(self) -> int:
+        if self.step_log is not None:
+            return int(self.step_log.num_tokens.sum())
         return sum(s.total_scheduled_tokens for s in self.steps)
 
     @property

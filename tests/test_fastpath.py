@@ -1,0 +1,69 @@
+"""The closed-form fast path gives what the step-by-step engine gives (issue 7)."""
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from test_properties import scenarios
+
+from servesim.config import EngineConfig
+from servesim.cost import get_cost_model
+from servesim.engine import simulate
+from servesim.workloads import load_workload
+
+SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def same_timelines(a, b):
+    assert [r.id for r in a.requests] == [r.id for r in b.requests]
+    for x, y in zip(a.requests, b.requests):
+        assert x.token_times == pytest.approx(y.token_times, rel=1e-12, abs=1e-12)
+        assert (x.first_scheduled_time, x.num_preemptions) == (y.first_scheduled_time, y.num_preemptions)
+
+
+@SETTINGS
+@given(scenarios())
+def test_full_records_are_identical(scenario):
+    requests, config, policy = scenario
+    fast = simulate(requests, config, policy, "toy", record="full", fast=True)
+    slow = simulate(requests, config, policy, "toy", record="full", fast=False)
+    same_timelines(fast, slow)
+    assert len(fast.steps) == len(slow.steps)
+    for a, b in zip(fast.steps, slow.steps):
+        assert a.duration == pytest.approx(b.duration, rel=1e-12)
+        assert a.start_time == pytest.approx(b.start_time, rel=1e-12, abs=1e-12)
+        assert (a.scheduled, a.finished, a.preempted, a.waiting, a.arrivals) == (
+            b.scheduled, b.finished, b.preempted, b.waiting, b.arrivals)
+        assert (a.free_blocks_after_schedule, a.free_blocks_after_step, a.num_running_after,
+                a.num_waiting_after) == (b.free_blocks_after_schedule, b.free_blocks_after_step,
+                                         b.num_running_after, b.num_waiting_after)
+    assert fast.preemptions == slow.preemptions
+
+
+@SETTINGS
+@given(scenarios())
+def test_summary_runs_give_the_same_token_times_and_step_log(scenario):
+    requests, config, policy = scenario
+    fast = simulate(requests, config, policy, "toy", record="summary", fast=True)
+    slow = simulate(requests, config, policy, "toy", record="summary", fast=False)
+    same_timelines(fast, slow)
+    a, b = fast.step_log, slow.step_log
+    assert len(a) == len(b)
+    for f in ("num_scheduled", "num_tokens", "prefill_tokens", "num_decodes", "free_blocks_after_schedule",
+              "num_running_after", "num_waiting_after", "num_preempted"):
+        assert np.array_equal(getattr(a, f), getattr(b, f)), f
+    assert np.allclose(a.duration, b.duration, rtol=1e-12)
+
+
+@pytest.mark.parametrize("mode", ["recompute", "swap"])
+@pytest.mark.parametrize("policy", ["static", "continuous", "vllm"])
+def test_roofline_on_a_real_trace_sample(policy, mode):
+    requests = load_workload("azure-conv-sample")[:120]
+    cost = get_cost_model("roofline", model="llama-3-8b", gpu="h100-80gb", tp=1)
+    cfg = EngineConfig(max_num_batched_tokens=4096 if policy == "vllm" else None, max_num_seqs=32,
+                       num_gpu_blocks=900, preemption_mode=mode)
+    fast = simulate(requests, cfg, policy, cost, record="steps", fast=True)
+    slow = simulate(requests, cfg, policy, cost, record="steps", fast=False)
+    same_timelines(fast, slow)
+    assert [len(s.scheduled) for s in fast.steps] == [len(s.scheduled) for s in slow.steps]
+    assert fast.preemptions == slow.preemptions
+    assert len(fast.steps) > 2 * len(requests)  # the stretches were long enough to matter
