@@ -16,7 +16,7 @@ import numpy as np
 from servesim.config import EngineConfig
 from servesim.cost import CostModel, StepShape, get_cost_model
 from servesim.errors import ConfigError
-from servesim.fastpath import Stretch, extra_blocks, is_steady, plan_stretch
+from servesim.fastpath import Stretch, is_steady, plan_stretch
 from servesim.kv import blocks_for
 from servesim.policies import make_scheduler, policy_class
 from servesim.records import Kind, RequestTimeline, ScheduledEntry, StepRecord
@@ -208,8 +208,7 @@ def _advance(plan: Stretch, sched, first_step: int, arrivals: tuple[str, ...], r
     if free0 is None:
         free_after = np.full(k, -1, np.int64)
     else:
-        free_after = np.array([free0 - extra_blocks(plan.computed, plan.blocks, kv.block_size, j)
-                               for j in range(k)]) if k <= 64 else _free_series(plan, kv.block_size, free0, k)
+        free_after = _free_series(plan, kv.block_size, free0, k)
     finished = []
     for s in plan.running:
         s.num_computed_tokens += k

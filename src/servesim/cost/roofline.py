@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from servesim.cost.base import StepShape
 from servesim.cost.specs import GpuSpec, ModelSpec, load_gpu, load_model
 from servesim.errors import ConfigError
@@ -182,6 +184,19 @@ class Roofline:
             total += self._ar_count * allreduce_time(self._ar_bytes * tokens, self.tp, self._ar_link,
                                                      self.params.allreduce)
         return total + self.params.step_overhead
+
+    def decode_stretch(self, n: int, context_sum: int, k: int) -> np.ndarray:
+        """Durations of k steps of n one-token decodes whose contexts (summing to `context_sum` at the first
+        step) each grow by one token per step: what the engine's fast path asks for.
+
+        Only decode attention depends on the context (through the sum of contexts), so the first step comes from
+        `step_time` and the others differ from it by that term alone.
+        """
+        first = self.step_time(StepShape((1,) * n, (context_sum,) + (0,) * (n - 1), (True,) * n, n))
+        kv = context_sum + n + n * np.arange(k, dtype=np.float64)  # positions read (= query-key pairs) per step
+        attn = np.maximum(self._attn_flops * kv * self._c,
+                          (self._attn_bytes_kv * kv + self._attn_bytes_q * n) * self._m)
+        return first + self._L * (attn - attn[0])
 
     def _moe_time(self, tokens: int) -> float:
         _, topk, mlp = self._moe

@@ -27,6 +27,10 @@ class ToyCost:
             ms += self.decode_ms if decode else n * self.prefill_token_ms
         return ms / 1000.0
 
+    def decode_stretch(self, n: int, context_sum: int, k: int) -> list[float]:
+        """k steps of n one-token decodes cost the same: context does not enter the toy cost."""
+        return [self.step_time(StepShape((1,) * n, (0,) * n, (True,) * n, n))] * k
+
 
 @dataclass(frozen=True, slots=True)
 class UnitCost:
@@ -37,3 +41,6 @@ class UnitCost:
 
     def step_time(self, shape: StepShape) -> float:
         return self.step_duration
+
+    def decode_stretch(self, n: int, context_sum: int, k: int) -> list[float]:
+        return [self.step_duration] * k
