@@ -14,7 +14,7 @@ import numpy as np
 
 from servesim.benchmark import DEFAULT_PERCENTILES, Summary
 from servesim.metrics import slot_utilization
-from servesim.records import Kind, Reason, StepRecord
+from servesim.records import Reason, StepRecord
 from servesim.result import SimResult
 
 
@@ -62,29 +62,21 @@ class RequestBreakdown:
 
 
 def request_breakdown(result: SimResult) -> RequestBreakdown:
-    index = {r.id: i for i, r in enumerate(result.requests)}
-    n = len(index)
-    preempted, chunks = np.zeros(n), np.zeros(n, np.int64)
-    since: dict[str, float] = {}  # preempted, not yet resumed: since when
-    for s in result.steps:
-        for e in s.scheduled:
-            if e.kind is Kind.PREFILL:
-                chunks[index[e.id]] += 1
-            if e.resumed and e.id in since:
-                preempted[index[e.id]] += s.start_time - since.pop(e.id)
-        for rid in s.preempted:
-            since[rid] = s.start_time
+    reqs = result.requests
+    n = len(reqs)
+    index = {r.id: i for i, r in enumerate(reqs)}
     recomputed = np.zeros(n, np.int64)
     for p in result.preemptions:
         recomputed[index[p.id]] += p.tokens_discarded
-    reqs = result.requests
     arrival = np.fromiter((r.arrival_time for r in reqs), float, n)
     first_sched = np.fromiter((np.nan if r.first_scheduled_time is None else r.first_scheduled_time for r in reqs),
                               float, n)
     first_tok = np.fromiter((r.token_times[0] if r.token_times else np.nan for r in reqs), float, n)
     return RequestBreakdown(
-        tuple(index), first_sched - arrival, first_tok - first_sched, preempted,
-        np.fromiter((r.num_preemptions for r in reqs), np.int64, n), chunks, recomputed,
+        tuple(index), first_sched - arrival, first_tok - first_sched,
+        np.fromiter((r.time_preempted for r in reqs), float, n),
+        np.fromiter((r.num_preemptions for r in reqs), np.int64, n),
+        np.fromiter((r.num_prefill_chunks for r in reqs), np.int64, n), recomputed,
     )
 
 
@@ -105,19 +97,23 @@ class StepArrays:
 
 
 def step_arrays(result: SimResult) -> StepArrays:
-    steps, n = result.steps, len(result.steps)
+    """Per-step arrays from the compact step log (kept at every record level); what bound each step needs the
+    waiting reasons of full records, and is empty without them."""
+    log = result.step_log
+    if log is None:  # a result built by hand, without the engine's log
+        from servesim.steplog import StepLog
 
-    def col(f, dtype=np.int64):
-        return np.fromiter((f(s) for s in steps), dtype, n)
-
+        b = StepLog()
+        for s in result.steps:
+            b.add(s.start_time, s.duration, len(s.scheduled), s.total_scheduled_tokens, s.prefill_tokens,
+                  s.num_decodes, s.free_blocks_after_schedule, s.num_running_after, s.num_waiting_after,
+                  len(s.preempted))
+        log = b.freeze(result.config.usable_blocks)
     usable = result.config.usable_blocks
-    kv = (np.full(n, np.nan) if usable is None
-          else 1 - col(lambda s: s.free_blocks_after_schedule, float) / usable)
+    kv = np.full(len(log), np.nan) if usable is None else 1 - log.free_blocks_after_schedule / usable
     return StepArrays(
-        col(lambda s: s.start_time, float), col(lambda s: s.duration, float), col(lambda s: len(s.scheduled)),
-        col(lambda s: s.num_decodes), col(lambda s: s.prefill_tokens), col(lambda s: s.total_scheduled_tokens),
-        col(lambda s: s.num_running_after), col(lambda s: s.num_waiting_after), kv,
-        tuple(bound_by(s) for s in steps),
+        log.start_time, log.duration, log.num_scheduled, log.num_decodes, log.prefill_tokens, log.num_tokens,
+        log.num_running_after, log.num_waiting_after, kv, tuple(bound_by(s) for s in result.steps),
     )
 
 
@@ -159,7 +155,7 @@ def server_metrics(result: SimResult, percentiles: Sequence[float] = DEFAULT_PER
         recompute_tax=result.recompute_tax, kv_used_mean=kv_mean, kv_used_max=kv_max,
         batch_size=Summary.of(sa.batch_size, percentiles, scale=1),
         tokens_per_step=Summary.of(sa.tokens, percentiles, scale=1),
-        slot_utilization=slot_utilization(result), steps=len(result.steps),
+        slot_utilization=slot_utilization(result), steps=len(sa.duration),
         bound=dict(sorted(counts.items(), key=lambda kv: -kv[1])),
     )
 

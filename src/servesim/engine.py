@@ -147,9 +147,16 @@ def simulate(
             sched.finish(s)
         release = []
         finished: list[str] = []
+        for s in out.preempted:
+            s.preempted_at = now
         for s, n in sched_items:
             if s.first_scheduled_time is None:
                 s.first_scheduled_time = now
+            if not s.sampled_since_admission:
+                s.num_prefill_chunks += 1
+            if s.preempted_at is not None:
+                s.time_preempted += now - s.preempted_at
+                s.preempted_at = None
             s.num_computed_tokens += n
             if s.num_computed_tokens == s.num_tokens:
                 s.num_output_tokens += 1
@@ -189,6 +196,7 @@ def simulate(
         timelines[s.index] = RequestTimeline(
             s.request_id, s.request.arrival_time, s.request.prompt_len, s.request.output_len,
             s.first_scheduled_time, tuple(s.token_times), s.finish_time, s.num_preemptions, s.request.priority,
+            s.num_prefill_chunks, s.time_preempted,
         )
     return SimResult(policy, cost_model.name, cfg, tuple(steps), tuple(timelines), tuple(preemptions),
                      log.freeze(cfg.usable_blocks))

@@ -32,10 +32,12 @@ def worst_gap(result: SimResult) -> Gap | None:
 
 def slot_utilization(result: SimResult) -> float:
     """The lesson's measure over the whole run: scheduled request-steps / (max_num_seqs x steps)."""
-    if not result.steps:
-        return 0.0
-    active = sum(len(s.scheduled) for s in result.steps)
-    return active / (result.config.max_num_seqs * len(result.steps))
+    log = result.step_log
+    if log is not None:
+        steps, active = len(log), int(log.num_scheduled.sum())
+    else:
+        steps, active = len(result.steps), sum(len(s.scheduled) for s in result.steps)
+    return active / (result.config.max_num_seqs * steps) if steps else 0.0
 
 
 def prefill_chunks(result: SimResult, request_id: str) -> list[int]:

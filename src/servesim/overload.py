@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from servesim.breakdown import step_arrays
 from servesim.result import SimResult
 
 RATE_MARGIN = 1.10
@@ -50,14 +51,14 @@ def detect_overload(result: SimResult) -> Overload:
     finish = np.fromiter((r.finish_time for r in result.requests if r.finish_time is not None), float)
     t0, t1 = (float(arrival[0]), float(arrival[-1])) if arrival.size else (0.0, 0.0)
     span = t1 - t0
-    in_window = [s for s in result.steps if t0 <= s.start_time <= t1]
-    if span <= 0 or len(in_window) < 2:
-        q = in_window[0].num_waiting_after if in_window else 0
-        return Overload(False, 0.0, 0.0, 0.0, q, q, (t0, t1))
+    sa = step_arrays(result)
+    keep = (sa.start >= t0) & (sa.start <= t1)
+    t, q = (sa.start + sa.duration)[keep], sa.num_waiting[keep].astype(float)
+    if span <= 0 or len(t) < 2:
+        q0 = int(q[0]) if len(q) else 0
+        return Overload(False, 0.0, 0.0, 0.0, q0, q0, (t0, t1))
     arrival_rate = (arrival.size - 1) / span  # n arrivals make n - 1 intervals
     completion_rate = float(((finish >= t0) & (finish <= t1)).sum()) / span
-    t = np.fromiter((s.end_time for s in in_window), float, len(in_window))
-    q = np.fromiter((s.num_waiting_after for s in in_window), float, len(in_window))
     slope = float(np.polyfit(t, q, 1)[0]) if np.ptp(t) > 0 else 0.0
     growth = slope * span
     overloaded = (arrival_rate > RATE_MARGIN * completion_rate

@@ -111,6 +111,8 @@ class RequestTimeline:
     finish_time: float | None
     num_preemptions: int
     priority: int = 0
+    num_prefill_chunks: int = 0  # prompt chunks, recomputation after a preemption included
+    time_preempted: float = 0.0  # seconds spent preempted (preemption step start to resuming step start)
 
     @property
     def ttft(self) -> float | None:

@@ -57,6 +57,9 @@ class RequestState:
     sampled_since_admission: bool = False  # vLLM's prefill/decode distinction for the step record
     resumed: bool = False  # set on (re)admission after a preemption, cleared after the next step
     num_preemptions: int = 0
+    num_prefill_chunks: int = 0  # prompt chunks scheduled, recomputation after a preemption included
+    preempted_at: float | None = None  # start of the step that preempted it, until it resumes
+    time_preempted: float = 0.0  # seconds from each preemption to the start of the step that resumed it
     # timeline (seconds); token_times[i] is when output token i was produced
     first_scheduled_time: float | None = None
     token_times: list[float] = field(default_factory=list)
@@ -76,7 +79,7 @@ class RequestState:
         """Tokens to compute before the next sample; 0 once finished (async: waiting for release)."""
         if self.status is RequestStatus.FINISHED:
             return 0
-        return self.num_tokens - self.num_computed_tokens
+        return self.request.prompt_len + self.num_output_tokens - self.num_computed_tokens
 
     @property
     def is_finished(self) -> bool:

@@ -23,6 +23,7 @@ from servesim.cli.options import (
     Policy,
     Preemption,
     PrefillMs,
+    Record,
     Threshold,
     Watermark,
     Workload,
@@ -93,6 +94,7 @@ def run_cmd(
                                                                  "of the arrivals.")] = 0.0,
     json_path: Annotated[Path | None, typer.Option("--json", help="Write vLLM's result keys here.")] = None,
     server: Annotated[bool, typer.Option(help="Also print the server-side breakdown.")] = True,
+    record: Record = "summary",
 ) -> None:
     """Simulate and print `vllm bench serve`'s "Serving Benchmark Result" block (same labels and layout), the
     server-side breakdown only a simulator can give, and OVERLOADED with its evidence when the queue is unstable."""
@@ -112,7 +114,8 @@ def run_cmd(
     cfg = _config(max_num_batched_tokens, max_num_seqs, long_prefill_token_threshold, no_chunked_prefill,
                   num_gpu_blocks, watermark, preemption_mode, max_model_len)
     result = simulate(load_workload(workload), cfg, policy,
-                      build_cost(cost, model, gpu, tp, decode_ms, prefill_token_ms, overhead_ms, workload))
+                      build_cost(cost, model, gpu, tp, decode_ms, prefill_token_ms, overhead_ms, workload),
+                      record=record)
     m = benchmark_metrics(result, ps, slos, warmup, cooldown)
     over = detect_overload(result)
     if over.overloaded:

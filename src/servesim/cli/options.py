@@ -35,6 +35,9 @@ SwapSpace = Annotated[int | None, typer.Option(
 KvBytes = Annotated[int, typer.Option("--kv-bytes-per-token", help="KV bytes per token (swap traffic), toy cost.")]
 Pcie = Annotated[float, typer.Option("--pcie-bandwidth", help="Host<->GPU bandwidth for swapping, bytes/s.")]
 Async = Annotated[bool, typer.Option("--async-scheduling", help="Finished requests free their seat one step later.")]
+Record = Annotated[str, typer.Option(
+    "--record", help="Step records kept: full (with why each waiting request got nothing) | steps | summary "
+                     "(compact per-step arrays only: fastest, enough for every metric but the binding constraint).")]
 MaxModelLen = Annotated[int | None, typer.Option("--max-model-len", help="Longest request allowed (tokens). "
                                                                        "Default: the longest in the workload.")]
 

@@ -76,7 +76,7 @@ class Roofline:
 
     __slots__ = ("name", "model", "gpu", "tp", "params", "kv_bytes_per_token", "_c", "_m", "_kl", "_L", "_gemms",
                  "_moe", "_attn_flops", "_attn_bytes_kv", "_attn_bytes_q", "_elem_bytes", "_elem_kernels",
-                 "_lm", "_sampler_bytes", "_ar_bytes", "_ar_count", "_ar_link", "_weights", "_act_bytes")
+                 "_lm", "_sampler_bytes", "_ar_bytes", "_ar_count", "_ar_link", "_weights", "_act_bytes", "_layer_gemms")
 
     def __init__(self, model: str | ModelSpec = "llama-3-8b", gpu: str | GpuSpec = "h100-80gb", tp: int = 1,
                  params: CostParams | None = None) -> None:
@@ -89,6 +89,7 @@ class Roofline:
         if m.intermediate_size % tp:
             raise ConfigError(f"tp={tp}: must divide intermediate_size ({m.intermediate_size}) of {m.name}")
         self.name, self.model, self.gpu, self.tp = "roofline", m, g, tp
+        self._layer_gemms: dict[int, float] = {}
         p = self.params = params or CostParams.defaults(g)
         d, h, hd, L = m.dtype_bytes, m.hidden_size, m.head_dim, m.num_hidden_layers
         heads = m.num_attention_heads // tp
@@ -164,12 +165,15 @@ class Roofline:
         if tokens == 0:
             return self.params.step_overhead
         kl, c, mem = self._kl, self._c, self._m
-        layer = 0.0
-        for _, k, n in self._gemms:
-            fc, fm = self._gemm(tokens, k, n)
-            layer += (fc if fc > fm else fm) + kl
-        if self._moe is not None:
-            layer += self._moe_time(tokens)
+        layer = self._layer_gemms.get(tokens)
+        if layer is None:  # depends on the token count alone: computed once per count (the engine's hot path)
+            layer = 0.0
+            for _, k, n in self._gemms:
+                fc, fm = self._gemm(tokens, k, n)
+                layer += (fc if fc > fm else fm) + kl
+            if self._moe is not None:
+                layer += self._moe_time(tokens)
+            self._layer_gemms[tokens] = layer
         if pq:
             fc, fm = self._attn_flops * ppairs * c, (self._attn_bytes_kv * pkv + self._attn_bytes_q * pq) * mem
             layer += (fc if fc > fm else fm) + kl
