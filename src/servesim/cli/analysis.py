@@ -125,7 +125,7 @@ def run_cmd(
         console.print(format_server(server_metrics(result, ps)))
     if json_path:
         data = to_json(m, names) | {"policy": result.policy, "cost_model": result.cost_model,
-                                    "overloaded": over.overloaded}
+                                    "overloaded": over.overloaded, "num_steps": len(result.step_log)}
         json_path.write_text(json.dumps(data, indent=2) + "\n")
         console.print(f"wrote {json_path}")
 
