@@ -8,7 +8,7 @@ finishes it. When nothing can run, the clock jumps to the next arrival. No rando
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -71,12 +71,14 @@ def simulate(
     record: str = "full",
     check_invariants: bool = False,
     fast: bool = True,
+    progress: Callable[[float, int, int, int], None] | None = None,
 ) -> SimResult:
     """Run `requests` through `policy` and return step records, per-request timelines and preemptions.
 
     `record`: "full" keeps every step record with the reason each waiting request got nothing; "steps" keeps the
     records without reasons; "summary" keeps only compact per-step arrays (`SimResult.step_log`).
     `fast`: advance steady decode stretches in closed form (`servesim.fastpath`); the result is the same.
+    `progress(now, finished, total, waiting)` is called every few thousand iterations (for a progress bar).
     """
     if record not in RECORD_LEVELS:
         raise ConfigError(f"unknown record level {record!r}; valid: {', '.join(RECORD_LEVELS)}")
@@ -94,7 +96,11 @@ def simulate(
     now, step, nxt, n_done = 0.0, 0, 0, 0
     arrivals: list[str] = []
     release: list[RequestState] = []  # async scheduling: finished, blocks and seat come back after next step
+    ticks = 0
     while n_done < len(states) or release:  # async: the last seats come back in one more step
+        ticks += 1
+        if progress is not None and not ticks & 4095:
+            progress(now, n_done, len(states), len(sched.waiting) + len(sched.swapped))
         while nxt < len(states) and states[nxt].request.arrival_time <= now:
             sched.add_request(states[nxt])
             arrivals.append(states[nxt].request_id)

@@ -30,6 +30,7 @@ from servesim.cli.options import (
     cost_model,
     engine_config,
 )
+from servesim.cli.progress import SimProgress
 from servesim.config import EngineConfig
 from servesim.cost import COST_MODELS, CostModel, get_cost_model
 from servesim.engine import simulate
@@ -113,9 +114,10 @@ def run_cmd(
     slos = parse_goodput(goodput or [])
     cfg = _config(max_num_batched_tokens, max_num_seqs, long_prefill_token_threshold, no_chunked_prefill,
                   num_gpu_blocks, watermark, preemption_mode, max_model_len)
-    result = simulate(load_workload(workload), cfg, policy,
-                      build_cost(cost, model, gpu, tp, decode_ms, prefill_token_ms, overhead_ms, workload),
-                      record=record)
+    with SimProgress() as progress:
+        result = simulate(load_workload(workload), cfg, policy,
+                          build_cost(cost, model, gpu, tp, decode_ms, prefill_token_ms, overhead_ms, workload),
+                          record=record, progress=progress)
     m = benchmark_metrics(result, ps, slos, warmup, cooldown)
     over = detect_overload(result)
     if over.overloaded:
