@@ -11,12 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-import numpy as np
-
 from servesim.config import EngineConfig
 from servesim.cost import CostModel, StepShape, get_cost_model
 from servesim.errors import ConfigError
-from servesim.fastpath import Stretch, is_steady, plan_stretch
+from servesim.fastpath import Stretch, all_decoding, block_growth, is_steady, plan_stretch
 from servesim.kv import blocks_for
 from servesim.policies import make_scheduler, policy_class
 from servesim.records import Kind, RequestTimeline, ScheduledEntry, StepRecord
@@ -105,6 +103,15 @@ def simulate(
             sched.add_request(states[nxt])
             arrivals.append(states[nxt].request_id)
             nxt += 1
+        next_arrival = states[nxt].request.arrival_time if nxt < len(states) else None
+        if fast and all_decoding(sched):
+            plan = plan_stretch(list(sched.running), sched.kv, cost_model, now, next_arrival)
+            if plan is not None:
+                n_done += _advance(plan, sched, step, tuple(arrivals), record, steps, log)
+                step += plan.k
+                now = plan.starts[-1] + plan.durations[-1]
+                arrivals = []
+                continue
         sched.step_index = step
         out = sched.schedule()
         if not out.scheduled and not out.preempted and not release:
@@ -114,12 +121,11 @@ def simulate(
             continue
 
         if fast and is_steady(out, sched, need_empty_queue=record == "full"):
-            plan = plan_stretch(sched, out, cost_model, now,
-                                states[nxt].request.arrival_time if nxt < len(states) else None)
-            if plan.k > 1:
+            plan = plan_stretch(list(out.scheduled), sched.kv, cost_model, now, next_arrival)
+            if plan is not None and plan.k > 1:
                 n_done += _advance(plan, sched, step, tuple(arrivals), record, steps, log)
                 step += plan.k
-                now = float(plan.starts[-1] + plan.durations[-1])
+                now = plan.starts[-1] + plan.durations[-1]
                 arrivals = []
                 continue
 
@@ -212,65 +218,56 @@ def _advance(plan: Stretch, sched, first_step: int, arrivals: tuple[str, ...], r
              steps: list[StepRecord], log: StepLog) -> int:
     """Apply a steady stretch: every running request decodes k tokens; returns how many finished."""
     k, n, kv = plan.k, len(plan.running), sched.kv
-    ends = plan.starts + plan.durations
-    end_list = ends.tolist()
+    ends = plan.ends
     free0 = kv.free_blocks
     num_waiting = len(sched.waiting) + len(sched.swapped)
+    # the KV pool after each step's allocation (nobody frees blocks before the last step's finishes)
+    free_after = [-1] * k
+    if free0 is not None:
+        free = free0
+        for j, g in enumerate(block_growth(plan.computed, plan.blocks, kv.block_size, k)):
+            free -= g
+            free_after[j] = free
     if record != "summary":
-        _stretch_records(plan, sched, first_step, arrivals, steps, free0, num_waiting)
-    # the KV pool after each step's allocation (nobody frees blocks until the last step's finishes)
-    if free0 is None:
-        free_after = np.full(k, -1, np.int64)
-    else:
-        free_after = _free_series(plan, kv.block_size, free0, k)
+        _stretch_records(plan, sched, first_step, arrivals, steps, free_after, num_waiting)
     finished = []
     for s in plan.running:
         s.num_computed_tokens += k
         s.num_output_tokens += k
-        s.token_times.extend(end_list)
+        s.token_times.extend(ends)
         kv.allocate(s, s.num_computed_tokens)
         if s.num_output_tokens == s.request.output_len:
-            s.finish_time = end_list[-1]
+            s.finish_time = ends[-1]
             finished.append(s)
     for s in finished:
         sched.finish(s)
-    running_after = np.full(k, n, np.int64)
-    running_after[-1] = n - len(finished)
-    log.extend(plan.starts, plan.durations, n, free_after, running_after, num_waiting)
+    log.extend(plan.starts, plan.durations, n, free_after, n - len(finished), num_waiting)
     return len(finished)
 
 
-def _free_series(plan: Stretch, block_size: int, free0: int, k: int) -> np.ndarray:
-    j = np.arange(k)[:, None]
-    need = -(-(plan.computed[None, :] + j + 1) // block_size) - plan.blocks[None, :]
-    return free0 - np.where(need > 0, need, 0).sum(axis=1)
-
-
 def _stretch_records(plan: Stretch, sched, first_step: int, arrivals: tuple[str, ...], steps: list[StepRecord],
-                     free0: int | None, num_waiting: int) -> None:
+                     free_after: list[int], num_waiting: int) -> None:
     """The step records a step-by-step run would have written for the stretch."""
     k, n, bs = plan.k, len(plan.running), sched.kv.block_size
-    cfg = sched.config
+    unlimited = sched.kv.free_blocks is None
     ids = [s.request_id for s in plan.running]
-    last = {s.request_id for s in plan.running if s.request.output_len - s.num_output_tokens == k}
-    computed, held = plan.computed.tolist(), plan.blocks.tolist()
+    last = [s.request.output_len - s.num_output_tokens == k for s in plan.running]
+    computed, held = plan.computed, plan.blocks
     for j in range(k):
-        entries = []
-        extra = 0
-        for i in range(n):
-            c = computed[i] + j
-            blocks = max(held[i], -(-(c + 1) // bs))
-            extra += blocks - held[i]
-            entries.append(ScheduledEntry(ids[i], 1, Kind.DECODE, c, c + 1, False, True, blocks))
-        free = None if free0 is None else free0 - extra
-        fin = tuple(i for i in ids if i in last) if j == k - 1 else ()
-        freed = sum(max(held[i], -(-(computed[i] + k) // bs)) for i in range(n) if ids[i] in last) if fin else 0
+        entries = tuple(
+            ScheduledEntry(ids[i], 1, Kind.DECODE, computed[i] + j, computed[i] + j + 1, False, True,
+                           max(held[i], -(-(computed[i] + j + 1) // bs)))
+            for i in range(n)
+        )
+        fin = tuple(ids[i] for i in range(n) if last[i]) if j == k - 1 else ()
+        freed = sum(e.num_blocks for e, done in zip(entries, last) if done) if fin else 0
+        free = None if unlimited else free_after[j]
         steps.append(StepRecord(
-            step=first_step + j, start_time=float(plan.starts[j]), duration=float(plan.durations[j]),
-            arrivals=arrivals if j == 0 else (), scheduled=tuple(entries), preempted=(), finished=fin, waiting=(),
+            step=first_step + j, start_time=plan.starts[j], duration=plan.durations[j],
+            arrivals=arrivals if j == 0 else (), scheduled=entries, preempted=(), finished=fin, waiting=(),
             num_running_after=n - len(fin), num_waiting_after=num_waiting,
             free_blocks_after_schedule=free, free_blocks_after_step=None if free is None else free + freed,
-            token_budget=cfg.max_num_batched_tokens,
+            token_budget=sched.config.max_num_batched_tokens,
         ))
 
 

@@ -3,21 +3,24 @@
 When a step schedules every running request for exactly one decode token, admits nobody, preempts nobody and
 moves no KV, the steps after it have the same composition until an event changes the schedule: an arrival, a
 request finishing, or the KV pool running dry. Each such step adds one token to every request's context, so the
-whole stretch follows in closed form — its length from the events, its durations from the cost model
-(`decode_stretch`), every request's tokens at the stretch's step ends. The policies' `schedule()` is called once
-per stretch; it decides, this module only repeats its decision.
+whole stretch follows in closed form: its length from the events, its durations from the cost model
+(`decode_stretch`), every request's tokens at the stretch's step ends, the KV pool from where each request
+crosses a block boundary. With nobody waiting and every running request decoding, the stretch's first step is
+known before `schedule()` runs (`all_decoding`), so the engine does not call it; otherwise `schedule()` decides
+the first step and this module only repeats its decision (`is_steady`).
 
 Exactness is tested against the step-by-step engine (tests/test_fastpath.py): the same token times (to float
-tolerance) and, with records kept in full, the same step records.
+tolerance) and, with records kept in full, the same step records. Stretches are short (tens of steps, tens of
+requests), so plain Python beats numpy's per-call overhead here.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass
 
-import numpy as np
-
 from servesim.cost import CostModel, StepShape
+from servesim.kv import KVCache
 from servesim.policies import Scheduler, SchedulerOutput
 from servesim.request import RequestState
 
@@ -25,14 +28,18 @@ from servesim.request import RequestState
 @dataclass(slots=True)
 class Stretch:
     running: list[RequestState]  # in schedule order
-    computed: np.ndarray  # num_computed_tokens of each before the stretch's first step
-    blocks: np.ndarray  # blocks held after the first step's allocation
-    durations: np.ndarray  # seconds, one per step
-    starts: np.ndarray  # seconds
+    computed: list[int]  # num_computed_tokens of each before the stretch's first step
+    blocks: list[int]  # blocks each holds before the stretch's allocations
+    durations: list[float]  # seconds, one per step
+    starts: list[float]  # seconds
 
     @property
     def k(self) -> int:
         return len(self.durations)
+
+    @property
+    def ends(self) -> list[float]:
+        return [s + d for s, d in zip(self.starts, self.durations)]
 
 
 def is_steady(out: SchedulerOutput, sched: Scheduler, need_empty_queue: bool) -> bool:
@@ -49,54 +56,65 @@ def is_steady(out: SchedulerOutput, sched: Scheduler, need_empty_queue: bool) ->
     return True
 
 
-def decode_durations(cost: CostModel, computed: np.ndarray, k: int) -> np.ndarray:
+def all_decoding(sched: Scheduler) -> bool:
+    """With an empty queue and every running request decoding, every policy's next step is one token for each
+    running request, in running order (nothing to admit, nothing partial), if its KV blocks fit."""
+    if len(sched.waiting) or sched.swapped or not sched.running:
+        return False
+    if len(sched.running) > sched.config.max_num_batched_tokens:
+        return False
+    for s in sched.running:
+        if not s.sampled_since_admission or s.num_tokens_needed != 1:
+            return False
+    return True
+
+
+def decode_durations(cost: CostModel, computed: list[int], k: int) -> list[float]:
     """Durations of k decode steps in which every request's context grows by one token per step."""
     n = len(computed)
     fast = getattr(cost, "decode_stretch", None)
     if fast is not None:
-        return np.asarray(fast(n, int(computed.sum()), k), dtype=float)
+        return list(fast(n, sum(computed), k))
     ones, dec = (1,) * n, (True,) * n
-    return np.array([cost.step_time(StepShape(ones, tuple(int(c) + j for c in computed), dec, n))
-                     for j in range(k)])
+    return [cost.step_time(StepShape(ones, tuple(c + j for c in computed), dec, n)) for j in range(k)]
 
 
-def plan_stretch(sched: Scheduler, out: SchedulerOutput, cost: CostModel, now: float,
-                 next_arrival: float | None) -> Stretch:
-    """How many steps, from the one just scheduled, repeat its composition; and their durations."""
-    running = list(out.scheduled)
-    n = len(running)
-    computed = np.fromiter((s.num_computed_tokens for s in running), np.int64, n)
-    blocks = np.fromiter((s.num_blocks for s in running), np.int64, n)
+def block_growth(computed: list[int], blocks: list[int], block_size: int, k: int) -> list[int]:
+    """New blocks allocated in each of the k steps (step j holds computed + j + 1 tokens per request)."""
+    grow = [0] * k
+    for c, b in zip(computed, blocks):
+        # the first step whose tokens (c + j + 1) no longer fit in b blocks, then every block_size steps
+        for j in range(max(0, b * block_size - c), k, block_size):
+            grow[j] += 1
+    return grow
+
+
+def plan_stretch(running: list[RequestState], kv: KVCache, cost: CostModel, now: float,
+                 next_arrival: float | None) -> Stretch | None:
+    """How many one-token decode steps of `running` (in order) follow from now, and their durations; None when
+    the first step's blocks do not fit (then `schedule()` decides who is preempted)."""
+    computed = [s.num_computed_tokens for s in running]
+    blocks = [s.num_blocks for s in running]
     # the step that samples a request's last token finishes it and ends the stretch
     k = min(s.request.output_len - s.num_output_tokens for s in running)
-    free = sched.kv.free_blocks
-    if free is not None and k > 1:
-        k = 1 + _steps_that_fit(computed, blocks, sched.kv.block_size, free, k - 1)
+    free = kv.free_blocks
+    if free is not None:
+        grow = block_growth(computed, blocks, kv.block_size, k)
+        total = 0
+        for j, g in enumerate(grow):
+            total += g
+            if total > free:  # step j would preempt: the stretch ends before it
+                if j == 0:
+                    return None
+                k = j
+                break
     durations = decode_durations(cost, computed, k)
-    # left to right, as the step-by-step clock adds them, so both give the same floats
-    starts = np.cumsum(np.concatenate(([now], durations[:-1])))
+    starts, t = [], now
+    for d in durations:  # left to right, as the step-by-step clock adds them: the same floats
+        starts.append(t)
+        t += d
     if next_arrival is not None:
         # a step that starts at or after an arrival must schedule with the new request in the queue
-        k = max(1, int(np.searchsorted(starts, next_arrival, side="left")))
+        k = max(1, bisect_left(starts, next_arrival))
         durations, starts = durations[:k], starts[:k]
     return Stretch(running, computed, blocks, durations, starts)
-
-
-def extra_blocks(computed: np.ndarray, blocks: np.ndarray, block_size: int, j: int) -> int:
-    """Blocks the running requests need beyond what they hold, for step j of the stretch (j = 0 is scheduled)."""
-    need = -(-(computed + j + 1) // block_size) - blocks
-    return int(need[need > 0].sum())
-
-
-def _steps_that_fit(computed: np.ndarray, blocks: np.ndarray, block_size: int, free: int, upper: int) -> int:
-    """The most further steps m <= upper whose cumulative block growth fits in `free` (growth is monotonic)."""
-    if extra_blocks(computed, blocks, block_size, upper) <= free:
-        return upper
-    lo, hi = 0, upper  # extra(lo) fits, extra(hi) does not
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if extra_blocks(computed, blocks, block_size, mid) <= free:
-            lo = mid
-        else:
-            hi = mid
-    return lo

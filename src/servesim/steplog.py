@@ -58,15 +58,17 @@ class StepLog:
                               -1 if free_blocks is None else free_blocks, running, waiting, preempted)):
             col.append(v)
 
-    def extend(self, starts: np.ndarray, durations: np.ndarray, n: int, free_blocks: np.ndarray,
-               running: np.ndarray, waiting: int) -> None:
-        """A steady stretch: k steps of n one-token decodes."""
+    def extend(self, starts: list[float], durations: list[float], n: int, free_blocks: list[int],
+               running_last: int, waiting: int) -> None:
+        """A steady stretch: k steps of n one-token decodes; `running_last` requests run after its last step."""
         k = len(starts)
-        self._f[0].extend(starts.tolist())
-        self._f[1].extend(durations.tolist())
-        const = array("q", [n]) * k
-        for col, v in zip(self._i, (const, const, array("q", [0]) * k, const, array("q", free_blocks.tolist()),
-                                    array("q", running.tolist()), array("q", [waiting]) * k, array("q", [0]) * k)):
+        self._f[0].extend(starts)
+        self._f[1].extend(durations)
+        const, zero = array("q", [n]) * k, array("q", [0]) * k
+        running = array("q", [n]) * k
+        running[-1] = running_last
+        for col, v in zip(self._i, (const, const, zero, const, array("q", free_blocks), running,
+                                    array("q", [waiting]) * k, zero)):
             col.extend(v)
 
     def freeze(self, usable_blocks: int | None) -> StepArrays:

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from servesim.cost.base import StepShape
 from servesim.cost.specs import GpuSpec, ModelSpec, load_gpu, load_model
 from servesim.errors import ConfigError
@@ -76,7 +74,8 @@ class Roofline:
 
     __slots__ = ("name", "model", "gpu", "tp", "params", "kv_bytes_per_token", "_c", "_m", "_kl", "_L", "_gemms",
                  "_moe", "_attn_flops", "_attn_bytes_kv", "_attn_bytes_q", "_elem_bytes", "_elem_kernels",
-                 "_lm", "_sampler_bytes", "_ar_bytes", "_ar_count", "_ar_link", "_weights", "_act_bytes", "_layer_gemms")
+                 "_lm", "_sampler_bytes", "_ar_bytes", "_ar_count", "_ar_link", "_weights", "_act_bytes",
+                 "_layer_gemms")
 
     def __init__(self, model: str | ModelSpec = "llama-3-8b", gpu: str | GpuSpec = "h100-80gb", tp: int = 1,
                  params: CostParams | None = None) -> None:
@@ -189,7 +188,7 @@ class Roofline:
                                                      self.params.allreduce)
         return total + self.params.step_overhead
 
-    def decode_stretch(self, n: int, context_sum: int, k: int) -> np.ndarray:
+    def decode_stretch(self, n: int, context_sum: int, k: int) -> list[float]:
         """Durations of k steps of n one-token decodes whose contexts (summing to `context_sum` at the first
         step) each grow by one token per step: what the engine's fast path asks for.
 
@@ -197,10 +196,17 @@ class Roofline:
         `step_time` and the others differ from it by that term alone.
         """
         first = self.step_time(StepShape((1,) * n, (context_sum,) + (0,) * (n - 1), (True,) * n, n))
-        kv = context_sum + n + n * np.arange(k, dtype=np.float64)  # positions read (= query-key pairs) per step
-        attn = np.maximum(self._attn_flops * kv * self._c,
-                          (self._attn_bytes_kv * kv + self._attn_bytes_q * n) * self._m)
-        return first + self._L * (attn - attn[0])
+        a, b, q = self._attn_flops * self._c, self._attn_bytes_kv * self._m, self._attn_bytes_q * n * self._m
+        out, L = [], self._L
+        attn0 = None
+        for j in range(k):
+            kv = context_sum + n + n * j  # positions read (= query-key pairs) in step j
+            fc, fm = a * kv, b * kv + q
+            attn = fc if fc > fm else fm
+            if attn0 is None:
+                attn0 = attn
+            out.append(first + L * (attn - attn0))
+        return out
 
     def _moe_time(self, tokens: int) -> float:
         _, topk, mlp = self._moe
