@@ -14,7 +14,7 @@ from dataclasses import replace
 from servesim.config import EngineConfig
 from servesim.cost import CostModel, StepShape, get_cost_model
 from servesim.errors import ConfigError
-from servesim.fastpath import Stretch, all_decoding, block_growth, is_steady, plan_stretch
+from servesim.fastpath import Stretch, all_decoding, is_steady, plan_stretch
 from servesim.kv import blocks_for
 from servesim.policies import make_scheduler, policy_class
 from servesim.records import Kind, RequestTimeline, ScheduledEntry, StepRecord
@@ -225,7 +225,7 @@ def _advance(plan: Stretch, sched, first_step: int, arrivals: tuple[str, ...], r
     free_after = [-1] * k
     if free0 is not None:
         free = free0
-        for j, g in enumerate(block_growth(plan.computed, plan.blocks, kv.block_size, k)):
+        for j, g in enumerate(plan.growth):
             free -= g
             free_after[j] = free
     if record != "summary":

@@ -30,6 +30,7 @@ class Stretch:
     running: list[RequestState]  # in schedule order
     computed: list[int]  # num_computed_tokens of each before the stretch's first step
     blocks: list[int]  # blocks each holds before the stretch's allocations
+    growth: list[int] | None  # new blocks allocated in each step (None: unlimited KV)
     durations: list[float]  # seconds, one per step
     starts: list[float]  # seconds
 
@@ -98,6 +99,7 @@ def plan_stretch(running: list[RequestState], kv: KVCache, cost: CostModel, now:
     # the step that samples a request's last token finishes it and ends the stretch
     k = min(s.request.output_len - s.num_output_tokens for s in running)
     free = kv.free_blocks
+    grow = None
     if free is not None:
         grow = block_growth(computed, blocks, kv.block_size, k)
         total = 0
@@ -117,4 +119,4 @@ def plan_stretch(running: list[RequestState], kv: KVCache, cost: CostModel, now:
         # a step that starts at or after an arrival must schedule with the new request in the queue
         k = max(1, bisect_left(starts, next_arrival))
         durations, starts = durations[:k], starts[:k]
-    return Stretch(running, computed, blocks, durations, starts)
+    return Stretch(running, computed, blocks, None if grow is None else grow[:k], durations, starts)
