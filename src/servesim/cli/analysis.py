@@ -26,16 +26,33 @@ from servesim.cli.options import (
     Record,
     Threshold,
     Watermark,
-    Workload,
     cost_model,
     engine_config,
 )
 from servesim.cli.progress import SimProgress
+from servesim.cli.workload import (
+    BurstinessOpt,
+    ColumnsOpt,
+    FormatOpt,
+    KeepFailedOpt,
+    LogTypeOpt,
+    NumRequestsOpt,
+    OutputLenOpt,
+    PromptLenOpt,
+    RateScaleOpt,
+    RequestRateOpt,
+    SeedOpt,
+    TimeUnitOpt,
+    TraceModelOpt,
+    WindowOpt,
+    WorkloadOpt,
+    loader_options,
+    workload_from_options,
+)
 from servesim.config import EngineConfig
 from servesim.cost import COST_MODELS, CostModel, get_cost_model
 from servesim.engine import simulate
 from servesim.errors import ConfigError
-from servesim.workloads import load_workload
 
 console = Console(highlight=False, soft_wrap=True)
 
@@ -68,7 +85,21 @@ def _config(max_num_batched_tokens, max_num_seqs, long_prefill_token_threshold, 
 @app.command("run")
 def run_cmd(
     policy: Policy = "vllm",
-    workload: Workload = "seed",
+    workload: WorkloadOpt = "seed",
+    format: FormatOpt = None,
+    columns: ColumnsOpt = None,
+    time_unit: TimeUnitOpt = None,
+    request_rate: RequestRateOpt = None,
+    burstiness: BurstinessOpt = 1.0,
+    num_requests: NumRequestsOpt = None,
+    prompt_len: PromptLenOpt = None,
+    output_len: OutputLenOpt = None,
+    window: WindowOpt = None,
+    rate_scale: RateScaleOpt = None,
+    seed: SeedOpt = 0,
+    trace_model: TraceModelOpt = None,
+    log_type: LogTypeOpt = None,
+    keep_failed: KeepFailedOpt = False,
     max_num_batched_tokens: Budget = None,
     max_num_seqs: MaxSeqs = 256,
     long_prefill_token_threshold: Threshold = 0,
@@ -114,8 +145,9 @@ def run_cmd(
     slos = parse_goodput(goodput or [])
     cfg = _config(max_num_batched_tokens, max_num_seqs, long_prefill_token_threshold, no_chunked_prefill,
                   num_gpu_blocks, watermark, preemption_mode, max_model_len)
+    reqs = workload_from_options(workload, **loader_options(locals()))
     with SimProgress() as progress:
-        result = simulate(load_workload(workload), cfg, policy,
+        result = simulate(reqs, cfg, policy,
                           build_cost(cost, model, gpu, tp, decode_ms, prefill_token_ms, overhead_ms, workload),
                           record=record, progress=progress)
     m = benchmark_metrics(result, ps, slos, warmup, cooldown)
@@ -134,7 +166,21 @@ def run_cmd(
 
 @app.command()
 def compare(
-    workload: Workload = "seed",
+    workload: WorkloadOpt = "seed",
+    format: FormatOpt = None,
+    columns: ColumnsOpt = None,
+    time_unit: TimeUnitOpt = None,
+    request_rate: RequestRateOpt = None,
+    burstiness: BurstinessOpt = 1.0,
+    num_requests: NumRequestsOpt = None,
+    prompt_len: PromptLenOpt = None,
+    output_len: OutputLenOpt = None,
+    window: WindowOpt = None,
+    rate_scale: RateScaleOpt = None,
+    seed: SeedOpt = 0,
+    trace_model: TraceModelOpt = None,
+    log_type: LogTypeOpt = None,
+    keep_failed: KeepFailedOpt = False,
     policies: Annotated[str | None, typer.Option(
         "--policies", help="Policies side by side, e.g. static,continuous,vllm.")] = None,
     set_: Annotated[str | None, typer.Option(
@@ -146,6 +192,7 @@ def compare(
     num_gpu_blocks: GpuBlocks = None,
     watermark: Watermark = 0.0,
     preemption_mode: Preemption = "recompute",
+    max_model_len: MaxModelLen = None,
     cost: Cost = "auto",
     decode_ms: DecodeMs = 1.0,
     prefill_token_ms: PrefillMs = 0.1,
@@ -162,9 +209,9 @@ def compare(
     if (policies is None) == (set_ is None):
         raise ConfigError("give exactly one of --policies A,B,... or --set KNOB=V1,V2,...")
     cfg = _config(max_num_batched_tokens, max_num_seqs, long_prefill_token_threshold, False, num_gpu_blocks,
-                  watermark, preemption_mode, None)
+                  watermark, preemption_mode, max_model_len)
     cm = build_cost(cost, model, gpu, tp, decode_ms, prefill_token_ms, overhead_ms, workload)
-    reqs = load_workload(workload)
+    reqs = workload_from_options(workload, **loader_options(locals()))
     notes: list[str] = []
     if policies is not None:
         names = [p.strip() for p in policies.split(",") if p.strip()]
@@ -187,7 +234,21 @@ def compare(
 @app.command()
 def explain(
     policy: Policy = "vllm",
-    workload: Workload = "seed",
+    workload: WorkloadOpt = "seed",
+    format: FormatOpt = None,
+    columns: ColumnsOpt = None,
+    time_unit: TimeUnitOpt = None,
+    request_rate: RequestRateOpt = None,
+    burstiness: BurstinessOpt = 1.0,
+    num_requests: NumRequestsOpt = None,
+    prompt_len: PromptLenOpt = None,
+    output_len: OutputLenOpt = None,
+    window: WindowOpt = None,
+    rate_scale: RateScaleOpt = None,
+    seed: SeedOpt = 0,
+    trace_model: TraceModelOpt = None,
+    log_type: LogTypeOpt = None,
+    keep_failed: KeepFailedOpt = False,
     request: Annotated[str | None, typer.Option("--request", help="Explain one request by id.")] = None,
     max_num_batched_tokens: Budget = None,
     max_num_seqs: MaxSeqs = 256,
@@ -215,7 +276,7 @@ def explain(
     cfg = _config(max_num_batched_tokens, max_num_seqs, long_prefill_token_threshold, no_chunked_prefill,
                   num_gpu_blocks, watermark, preemption_mode, max_model_len)
     cm = build_cost(cost, model, gpu, tp, decode_ms, prefill_token_ms, overhead_ms, workload)
-    reqs = load_workload(workload)
+    reqs = workload_from_options(workload, **loader_options(locals()))
     result = simulate(reqs, cfg, policy, cm)
     if request is not None:
         if request not in {r.id for r in result.requests}:

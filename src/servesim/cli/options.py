@@ -10,7 +10,7 @@ from servesim.config import EngineConfig
 from servesim.cost import DEFAULT_REAL_COST, CostModel, get_cost_model
 
 Policy = Annotated[str, typer.Option("--policy", "-p", help="Scheduling policy: static | continuous | vllm.")]
-Workload = Annotated[str, typer.Option("--workload", "-w", help="A built-in workload name (e.g. seed) or a file.")]
+# --workload and the options that shape it (format, columns, request rate, ...) are `servesim.cli.workload`'s.
 Budget = Annotated[int | None, typer.Option(
     "--max-num-batched-tokens", help="Token budget per step. Default: 2048 with chunked prefill, else max_model_len.")]
 MaxSeqs = Annotated[int, typer.Option("--max-num-seqs", help="Most requests running at once.")]
@@ -38,8 +38,9 @@ Async = Annotated[bool, typer.Option("--async-scheduling", help="Finished reques
 Record = Annotated[str, typer.Option(
     "--record", help="Step records kept: full (with why each waiting request got nothing) | steps | summary "
                      "(compact per-step arrays only: fastest, enough for every metric but the binding constraint).")]
-MaxModelLen = Annotated[int | None, typer.Option("--max-model-len", help="Longest request allowed (tokens). "
-                                                                       "Default: the longest in the workload.")]
+MaxModelLen = Annotated[int | None, typer.Option(
+    "--max-model-len", help="Longest request allowed (prompt + output tokens); longer ones are capped to fit (count "
+                            "reported). Default: the longest in the workload.")]
 
 
 def engine_config(

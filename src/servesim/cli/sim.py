@@ -31,11 +31,29 @@ from servesim.cli.options import (
     SwapSpace,
     Threshold,
     Watermark,
-    Workload,
     cost_model,
     engine_config,
 )
 from servesim.cli.render import step_table
+from servesim.cli.workload import (
+    BurstinessOpt,
+    ColumnsOpt,
+    FormatOpt,
+    KeepFailedOpt,
+    LogTypeOpt,
+    NumRequestsOpt,
+    OutputLenOpt,
+    PromptLenOpt,
+    RateScaleOpt,
+    RequestRateOpt,
+    SeedOpt,
+    TimeUnitOpt,
+    TraceModelOpt,
+    WindowOpt,
+    WorkloadOpt,
+    loader_options,
+    workload_from_options,
+)
 from servesim.config import EngineConfig
 from servesim.engine import simulate
 from servesim.explain import policy_sentence
@@ -105,7 +123,21 @@ def summary_table(results: dict[str, SimResult]) -> Table:
 @app.command()
 def trace(
     policy: Policy = "vllm",
-    workload: Workload = "seed",
+    workload: WorkloadOpt = "seed",
+    format: FormatOpt = None,
+    columns: ColumnsOpt = None,
+    time_unit: TimeUnitOpt = None,
+    request_rate: RequestRateOpt = None,
+    burstiness: BurstinessOpt = 1.0,
+    num_requests: NumRequestsOpt = None,
+    prompt_len: PromptLenOpt = None,
+    output_len: OutputLenOpt = None,
+    window: WindowOpt = None,
+    rate_scale: RateScaleOpt = None,
+    seed: SeedOpt = 0,
+    trace_model: TraceModelOpt = None,
+    log_type: LogTypeOpt = None,
+    keep_failed: KeepFailedOpt = False,
     max_num_batched_tokens: Budget = None,
     max_num_seqs: MaxSeqs = 256,
     cost: Cost = "auto",
@@ -132,7 +164,8 @@ def trace(
     cfg = engine_config(max_num_batched_tokens, max_num_seqs, long_prefill_token_threshold, no_chunked_prefill,
                         block_size, num_gpu_blocks, watermark, scheduling_policy, preemption_mode, swap_space,
                         kv_bytes_per_token, pcie_bandwidth, async_scheduling, max_model_len)
-    result = simulate(load_workload(workload), cfg, policy,
+    reqs = workload_from_options(workload, **loader_options(locals()))
+    result = simulate(reqs, cfg, policy,
                       cost_model(cost, decode_ms, prefill_token_ms, overhead_ms, workload))
     console.print(step_table(result, limit=limit or None))
     if result.preemptions:

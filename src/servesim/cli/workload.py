@@ -121,6 +121,19 @@ def workload_from_options(
     return table_from_options(**locals()).to_requests()
 
 
+# The options above that `workload_from_options` takes, as a simulating command's parameters are named. Those
+# commands declare `--max-model-len` themselves: it caps the workload (count reported) and sets the engine's limit.
+LOADER_OPTIONS = (
+    "format", "columns", "time_unit", "request_rate", "burstiness", "num_requests", "prompt_len", "output_len",
+    "window", "rate_scale", "max_model_len", "seed", "trace_model", "log_type", "keep_failed",
+)
+
+
+def loader_options(params: dict[str, object]) -> dict[str, object]:
+    """The workload options among a command's parameters (`loader_options(locals())`), for `workload_from_options`."""
+    return {k: v for k, v in params.items() if k in LOADER_OPTIONS}
+
+
 def parse_window(text: str) -> tuple[float, float]:
     start, sep, end = text.partition(":")
     try:
