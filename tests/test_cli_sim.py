@@ -47,8 +47,12 @@ def test_real_workloads_default_to_the_roofline(tmp_path):
 
 def test_user_mistakes_are_one_line_errors_with_status_2():
     for args, text in ((["trace", "--policy", "bogus"], "unknown policy 'bogus'; valid: static, continuous, vllm"),
-                       (["trace", "--workload", "nope"], "no such file")):
+                       (["trace", "--workload", "nope"], "no such file"),
+                       (["trace", "--max-num-seqs", "abc"], "Invalid value for '--max-num-seqs'"),
+                       (["trace", "--no-such-flag"], "No such option: --no-such-flag"),
+                       (["conform"], "Missing argument")):
         proc = subprocess.run([sys.executable, "-m", "servesim.cli", *args], capture_output=True, text=True)
         assert proc.returncode == 2
         assert text in proc.stderr
         assert "Traceback" not in proc.stderr
+        assert proc.stderr.count("\n") == 1, proc.stderr  # one line
