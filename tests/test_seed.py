@@ -27,7 +27,8 @@ def test_vllm_chunks_the_long_prompt_beside_four_decodes():
     assert all(step[:4] == DECODES for step in t[3:11])
     assert r.steps[3].start_time == pytest.approx(20.8 * MS)
     assert [s.duration for s in r.steps[3:10]] == pytest.approx([chunked_iteration_time(4, 252) * MS] * 7)
-    assert r.steps[0].duration == pytest.approx(12.8 * MS)
+    assert r.steps[0].duration == pytest.approx(12.8 * MS)  # 128 prompt tokens x 0.1 ms
+    assert [s.duration for s in r.steps[1:3]] == pytest.approx([4 * MS, 4 * MS])  # 4 decodes x 1 ms
     L = r.request("L")
     assert L.token_times[0] == pytest.approx(252.8 * MS)
     assert L.ttft == pytest.approx(232.8 * MS)
