@@ -87,3 +87,27 @@ def test_user_gpu_from_toml(tmp_path):
     path.write_text("dense_bf16_tflops = 1.0\n")
     with pytest.raises(ConfigError, match="mygpu.toml: missing field 'memory_bandwidth_gb_s'"):
         load_gpu(str(path))
+
+
+def tiny_config(**fields) -> dict:
+    return {"hidden_size": 64, "num_hidden_layers": 1, "num_attention_heads": 8, "intermediate_size": 128,
+            "vocab_size": 100} | fields
+
+
+def test_bloom_n_embed_overrides_hidden_size_as_bloomconfig_does(tmp_path):
+    path = tmp_path / "config.json"
+    # transformers' BloomConfig: `self.hidden_size = hidden_size if n_embed is None else n_embed`
+    path.write_text(json.dumps(tiny_config(model_type="bloom", n_embed=32)))
+    m = load_model(str(path))
+    assert (m.hidden_size, m.head_dim) == (32, 32 // 8)
+
+
+@pytest.mark.parametrize("model_type, tied", [("llama", False), ("qwen2", False), ("mixtral", False), ("", True)])
+def test_tie_word_embeddings_default_is_the_architecture_config_class(tmp_path, model_type, tied):
+    # LlamaConfig, Qwen2Config, MixtralConfig default to untied embeddings; PretrainedConfig to tied.
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(tiny_config(model_type=model_type)))
+    m = load_model(str(path))
+    # 8 heads x 8 head_dim: QKV 64 x 3 x 64 + O 64 x 64 = 16,384; gated MLP 3 x 64 x 128 = 24,576; embeddings 6,400
+    assert m.tie_word_embeddings is tied
+    assert m.num_parameters == 16_384 + 24_576 + 6_400 * (1 if tied else 2)

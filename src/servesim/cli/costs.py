@@ -41,16 +41,17 @@ def cost(
     """Time of one step (milliseconds) on the roofline, broken down by operator (all layers summed)."""
     from servesim.cost.calibrate import parse_prefill
 
+    # The model and GPU first, so a misspelled name is reported (with the valid ones) before a missing step.
+    if cost_profile:
+        roof = get_cost_model("profile", path=cost_profile, tp=tp, model=model)
+    else:
+        roof = get_cost_model("roofline", model=model or "llama-3-8b", gpu=gpu, tp=tp or 1)
     chunks = [c for spec in prefill or () for c in parse_prefill(spec)]
     if decodes < 0 or context < 0:
         raise ConfigError("--decodes and --context must be >= 0")
     if not chunks and not decodes:
         raise ConfigError("an empty step: give --prefill TOKENS@CONTEXT and/or --decodes N")
     shape = StepShape.of(decodes=[context] * decodes, prefills=chunks)
-    if cost_profile:
-        roof = get_cost_model("profile", path=cost_profile, tp=tp, model=model)
-    else:
-        roof = get_cost_model("roofline", model=model or "llama-3-8b", gpu=gpu, tp=tp or 1)
     total, parts = roof.step_time(shape), roof.breakdown(shape)
     if as_json:
         print(json.dumps({

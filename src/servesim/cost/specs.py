@@ -19,6 +19,9 @@ else:  # pragma: no cover
 DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 2, "float8_e4m3fn": 1, "fp8": 1}
 # Architectures whose MLP is up -> activation -> down (two matrices); the rest are gated (gate, up, down).
 NON_GATED_MODEL_TYPES = frozenset({"bloom", "gpt2", "gpt_neox", "gptj", "opt", "falcon", "gpt_bigcode", "mpt"})
+# `tie_word_embeddings` when config.json omits it: PretrainedConfig's True, except where the architecture's config
+# class passes False (transformers' LlamaConfig, MistralConfig, MixtralConfig, Qwen2Config, Qwen2MoeConfig).
+UNTIED_MODEL_TYPES = frozenset({"llama", "mistral", "mixtral", "qwen2", "qwen2_moe"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +91,8 @@ class ModelSpec:
                 raise ConfigError(f"{source}: field {key!r} must be an integer, got {value!r}")
             return value
 
-        hidden = integer(get("hidden_size", "n_embed"), "hidden_size")
+        # BloomConfig: `n_embed`, when given, overrides `hidden_size` (it is the older name the checkpoints use).
+        hidden = integer(config["n_embed"] if config.get("n_embed") is not None else get("hidden_size"), "hidden_size")
         heads = integer(get("num_attention_heads", "n_head"), "num_attention_heads")
         model_type = str(config.get("model_type", ""))
         gated = model_type not in NON_GATED_MODEL_TYPES
@@ -112,7 +116,7 @@ class ModelSpec:
                 num_local_experts=integer(config.get("num_local_experts") or 0, "num_local_experts"),
                 num_experts_per_tok=integer(config.get("num_experts_per_tok") or 0, "num_experts_per_tok"),
                 gated_mlp=gated,
-                tie_word_embeddings=bool(config.get("tie_word_embeddings", True)),  # HF PretrainedConfig default
+                tie_word_embeddings=bool(config.get("tie_word_embeddings", model_type not in UNTIED_MODEL_TYPES)),
             )
         except ConfigError as exc:
             raise ConfigError(f"{source}: {exc}") from None

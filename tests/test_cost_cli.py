@@ -1,0 +1,100 @@
+"""`servesim cost` and `--cost PROFILE` through the real entry point, as a user types them (issue 4)."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+from servesim.cli import main
+from servesim.config import EngineConfig
+from servesim.cost import Roofline, StepShape, get_cost_model
+from servesim.engine import simulate
+from servesim.workloads import load_workload
+
+BOUNDS = {"compute", "memory", "communication", "overhead"}
+
+
+def cli(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
+    monkeypatch.setattr(sys, "argv", ["servesim", *args])
+    try:
+        main()
+        code = 0
+    except SystemExit as exc:
+        code = exc.code or 0
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_prefill_repeats_and_json_has_total_and_a_bound_per_operator(monkeypatch, capsys):
+    code, out, err = cli(monkeypatch, capsys, "cost", "--model", "llama-3-70b", "--gpu", "a100", "--tp", "4",
+                         "--prefill", "512@1024", "--prefill", "256@0", "--decodes", "8", "--context", "2048",
+                         "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    shape = StepShape.of(decodes=[2048] * 8, prefills=[(512, 1024), (256, 0)])
+    assert (data["num_tokens"], data["num_decodes"]) == (512 + 256 + 8, 8)
+    assert data["total_ms"] == pytest.approx(Roofline("llama-3-70b", "a100-80gb", 4).step_time(shape) * 1e3)
+    assert sum(op["ms"] for op in data["breakdown"]) == pytest.approx(data["total_ms"])
+    assert {op["bound"] for op in data["breakdown"]} <= BOUNDS
+    assert any(op["operator"].startswith("all_reduce") and op["bound"] == "communication" for op in data["breakdown"])
+
+
+def test_user_config_json_and_gpu_toml(monkeypatch, capsys, tmp_path):
+    (tmp_path / "tiny-moe").mkdir()
+    config = tmp_path / "tiny-moe" / "config.json"
+    config.write_text(json.dumps({  # Hugging Face field names, verbatim
+        "model_type": "mixtral", "hidden_size": 1024, "num_hidden_layers": 4, "num_attention_heads": 16,
+        "num_key_value_heads": 4, "intermediate_size": 2048, "vocab_size": 32000, "max_position_embeddings": 4096,
+        "torch_dtype": "bfloat16", "num_local_experts": 8, "num_experts_per_tok": 2}))
+    gpu = tmp_path / "mygpu.toml"
+    gpu.write_text("dense_bf16_tflops = 100.0\nmemory_bandwidth_gb_s = 1000.0\nmemory_gib = 24\n"
+                   "interconnect_gb_s = 64\npcie_gb_s = 32\n")
+    code, out, err = cli(monkeypatch, capsys, "cost", "--model", str(config), "--gpu", str(gpu), "--decodes", "4",
+                         "--prefill", "64@0", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert (data["model"], data["gpu"]) == ("tiny-moe", "mygpu")
+    expected = Roofline(str(config), str(gpu), 1).step_time(StepShape.of(decodes=[1024] * 4, prefills=[(64, 0)]))
+    assert data["total_ms"] == pytest.approx(expected * 1e3)
+
+
+@pytest.mark.parametrize("args, listed", [
+    (["--model", "llama-4"], "built-in models: bloom-176b, llama-2-70b"),
+    (["--gpu", "b200"], "built-in GPUs: a100-80gb (a100), h100-80gb (h100, h100-sxm)"),
+])
+def test_unknown_names_list_the_valid_ones_even_before_a_step_is_given(monkeypatch, capsys, args, listed):
+    code, out, err = cli(monkeypatch, capsys, "cost", *args)
+    assert code == 2 and out == ""
+    assert err.startswith("servesim: error: unknown ") and listed in err and err.count("\n") == 1
+
+
+def test_calibrated_profile_drives_run_and_trace(monkeypatch, capsys, tmp_path):
+    pytest.importorskip("scipy")
+    truth = Roofline("llama-2-7b", "a100", 1)
+    lines = ["operator,tp,num_tokens,size_bytes,decodes,context,prefill,time_ms"]
+    for n in (1, 16, 128, 512, 1024, 4096):
+        t = {o.name: o.seconds / 32 for o in truth.breakdown(StepShape.of(prefills=[(n, 0)]))}["gate_up_proj"]
+        lines.append(f"gate_up_proj,1,{n},,,,,{t * 1e3}")
+    for d in (1, 8, 64, 128):
+        lines.append(f"step,1,,,{d},1000,,{truth.step_time(StepShape.of(decodes=[1000] * d)) * 1e3}")
+    (tmp_path / "m.csv").write_text("\n".join(lines) + "\n")
+    profile = tmp_path / "fit.json"
+    code, out, err = cli(monkeypatch, capsys, "calibrate", str(tmp_path / "m.csv"), "--model", "llama-2-7b",
+                         "--gpu", "a100-80gb", "--output", str(profile))
+    assert code == 0, err
+    assert "MAPE" in out and f"wrote {profile}" in out
+
+    cfg = ["--max-num-batched-tokens", "256", "--max-num-seqs", "8"]
+    reference = simulate(load_workload("seed"), EngineConfig(max_num_batched_tokens=256, max_num_seqs=8), "vllm",
+                         get_cost_model(str(profile)))
+    code, _, err = cli(monkeypatch, capsys, "run", "--workload", "seed", *cfg, "--cost", str(profile),
+                       "--json", str(tmp_path / "r.json"))
+    assert code == 0, err
+    assert json.loads((tmp_path / "r.json").read_text())["duration"] == pytest.approx(reference.makespan)
+    code, _, err = cli(monkeypatch, capsys, "trace", "--workload", "seed", *cfg, "--cost", str(profile),
+                       "--json", str(tmp_path / "t.json"))
+    assert code == 0, err
+    steps = json.loads((tmp_path / "t.json").read_text())["steps"]
+    assert len(steps) == len(reference.steps)
