@@ -63,7 +63,7 @@ def test_burstgpt_drops_failed_requests_and_counts_them(tmp_path):
     assert t.arrival_time.tolist() == [0.0, 113.0, 126.0]  # 5, 118, 131 re-based to the first request
     assert t.prompt_len.tolist() == [472, 417, 1360]
     assert t.request_ids == ["0", "2", "3"]  # the file's data rows: row 1 failed
-    assert t.notes == ("dropped 1 failed requests (0 response tokens); keep_failed=True keeps them",)
+    assert t.notes == ("dropped 1 failed requests (0 response tokens); --keep-failed makes them an error",)
 
 
 def test_burstgpt_keep_failed_makes_zero_output_an_error(tmp_path):

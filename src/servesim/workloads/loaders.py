@@ -148,7 +148,7 @@ def build_table(
         raise WorkloadError(f"{loc.src}: every request failed (0 response tokens); nothing to simulate")
     if len(keep) < len(rows):
         notes.append(
-            f"dropped {len(rows) - len(keep):,} failed requests (0 response tokens); keep_failed=True keeps them"
+            f"dropped {len(rows) - len(keep):,} failed requests (0 response tokens); --keep-failed makes them an error"
         )
     late = int(np.count_nonzero(np.diff(arrival[keep]) < 0))
     if late:
