@@ -58,3 +58,23 @@ def test_user_errors_are_one_line_exit_2(monkeypatch, capsys, args, message):
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert err.startswith("servesim: error: ") and message in err and err.count("\n") == 1
+
+
+def test_run_defaults_to_summary_records_and_says_what_it_cannot_know(tmp_path):
+    kv = [*SEED, "--num-gpu-blocks", "138"]
+    out = invoke("run", *kv, "--json", str(tmp_path / "r.json"))
+    assert "Steps bound by:                          not recorded (needs --record full)" in out
+    assert "Peak concurrent requests:                5.00      " in out
+    assert "Preemptions:                             1" in out
+    full = invoke("run", *kv, "--record", "full")
+    assert "Steps bound by kv_blocks:                29" in full
+    # the vLLM block is the same at every record level
+    assert out.split("=" * 50)[0] == full.split("=" * 50)[0]
+    data = json.loads((tmp_path / "r.json").read_text())
+    assert (data["max_concurrent_requests"], data["max_output_tokens_per_s"]) == (5, 165.0)
+    assert data["request_rate"] is None and data["max_concurrency"] is None
+
+
+def test_explain_request_under_kv_pressure():
+    out = invoke("explain", *SEED, "--num-gpu-blocks", "138", "--request", "L")
+    assert "Preempted in step 11 (recompute) with 0 KV blocks free at the step's start" in out

@@ -31,7 +31,7 @@ def test_seed_answers_the_lessons_question_with_its_own_numbers():
     assert "2000 prompt tokens processed either way" in text
     assert "the prompt finished later (first token at 252.8 ms instead of 224.8 ms, " \
            "TTFT 232.8 ms instead of 204.8 ms)" in text
-    assert "decode steps stayed short (worst gap between tokens 29.2 ms instead of 204 ms)" in text
+    assert "decode steps stayed short (the longest step carrying decodes took 29.2 ms instead of 204 ms)" in text
 
 
 def test_run_explanation_names_tail_sources():
@@ -64,15 +64,21 @@ def test_static_l_waits_for_the_batch():
     r = simulate(SEED, EngineConfig(max_num_seqs=8), "static", "toy")
     assert explain_request(r, "L")[0] == (
         "L arrived at 20 ms and was first scheduled in step 40 (168.8 ms): it waited 148.8 ms: 0.8 ms for the step "
-        "in flight when it arrived to end and 37 steps (148 ms) held by batch closed.")
+        "in flight when it arrived to end and 37 steps (148 ms) held by batch closed (the running batch must finish "
+        "first).")
 
 
 def test_preemption_is_explained_with_its_cost():
     r = run(reqs(("a", 0, 16, 20), ("b", 0, 16, 20)), block_size=16, num_gpu_blocks=4)
     lines = explain_request(r, "b")
-    assert ("Preempted in step 1 (recompute): discarded 16 computed tokens and freed 1 KV block; resumed in step 20 "
-            "after 19000 ms.") in lines
-    assert "(b was preempted in step 1 and ran again in step 20)" in lines[-1]
+    # 3 usable blocks: a and b hold one each; at token 17 both need a second, 1 is free, b (admitted last) goes
+    assert lines[2] == (
+        "Preempted in step 1 (recompute) with 1 KV block free at the step's start: discarded 16 computed tokens and "
+        "freed 1 KV block. It resumed in step 20, 19000 ms later, once a finished in step 19; meanwhile 18 steps "
+        "(18000 ms) held by kv blocks (last: needs 2 blocks, 0 free) and 1 step (1000 ms) held by admission frozen "
+        "(a request was preempted this step). Resuming recomputed 17 tokens (its prompt and 1 output token) in one "
+        "17-token step (step 20, 1000 ms).")
+    assert "20000 ms before token 2 (b was preempted in step 1 and resumed in step 20)" in lines[-1]
     run_lines = explain_run(r)
     assert any(s.startswith("1 preemption of 1 request discarded 16 computed tokens") for s in run_lines)
 

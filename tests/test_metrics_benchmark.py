@@ -97,16 +97,18 @@ def test_json_uses_vllm_key_names(seed):
 
 
 def test_result_block_has_vllm_labels_and_columns(seed):
+    # vLLM prints "{:<40} {:<10}" (vllm/benchmarks/serve.py), trailing spaces included
     lines = format_result(benchmark_metrics(seed)).splitlines()
     assert lines[0] == "============ Serving Benchmark Result ============"
     assert lines[-1] == "=" * 50
-    assert "Successful requests:                     5" in lines
-    assert "Benchmark duration (s):                  0.37" in lines
+    assert "Successful requests:                     5         " in lines
+    assert "Benchmark duration (s):                  0.37      " in lines
     assert "---------------Time to First Token----------------" in lines
     assert "-----Time per Output Token (excl. 1st token)------" in lines
-    assert "Mean TTFT (ms):                          56.80" in lines
-    assert "P99 ITL (ms):                            29.20" in lines
-    assert "Median TPOT (ms):                        9.23" in lines
+    assert "Mean TTFT (ms):                          56.80     " in lines
+    assert "P99 ITL (ms):                            29.20     " in lines
+    assert "Median TPOT (ms):                        9.23      " in lines
+    assert all(len(line) == 51 for line in lines[1:-1] if not line.startswith("-"))
 
 
 def test_parsers_reject_bad_input():
@@ -124,3 +126,41 @@ def test_itl_pools_gaps_without_crossing_requests():
     # unit cost: a finishes at 1, 2, 3 s; b arrives at 10 s, tokens at 11, 12 s: no 8 s "gap" between a and b
     a = request_arrays(run(reqs(("a", 0, 1, 3), ("b", 10, 1, 2))))
     assert np.sort(a.itl).tolist() == pytest.approx([1.0, 1.0, 1.0])
+
+
+def test_peak_output_throughput_and_concurrency_as_vllm_computes_them():
+    # unit cost: a and c (prompt 1, output 2) give tokens at 1 s and 2 s and finish at 2 s; b arrives at 2 s and
+    # gets its one token at 3 s. Buckets from the first arrival: [1, 2) 2 tokens, [2, 3) 2, [3, 4) 1 -> peak 2.
+    # Concurrency over half-open [arrival, finish): a and c end at 2 as b starts -> peak 2, not 3.
+    m = benchmark_metrics(run(reqs(("a", 0, 1, 2), ("c", 0, 1, 2), ("b", 2, 1, 1))))
+    assert m.max_output_tokens_per_s == 2.0
+    assert m.max_concurrent_requests == 2
+    d = to_json(m)
+    assert (d["max_output_tokens_per_s"], d["max_concurrent_requests"]) == (2.0, 2)
+
+
+def test_seed_peaks(seed):
+    m = benchmark_metrics(seed)
+    assert m.max_output_tokens_per_s == 165  # the whole run fits in the first 1-second bucket
+    assert m.max_concurrent_requests == 5  # L arrives at 20 ms while d0-d3 run until 372.8 ms
+    assert m.percentiles == (50.0, 90.0, 99.0)
+
+
+def test_result_block_lines_come_in_vllms_order(seed):
+    lines = format_result(benchmark_metrics(seed, goodput={"ttft": 100}), request_rate=4.0).splitlines()
+    labels = [line[:40].rstrip() for line in lines[1:14]]
+    assert labels == [  # vllm/benchmarks/serve.py, `benchmark()`: the print statements in order
+        "Successful requests:", "Failed requests:", "Request rate configured (RPS):", "Benchmark duration (s):",
+        "Total input tokens:", "Total generated tokens:", "Request throughput (req/s):", "Request goodput (req/s):",
+        "Output token throughput (tok/s):", "Peak output token throughput (tok/s):", "Peak concurrent requests:",
+        "Total token throughput (tok/s):", "---------------Time to First Token----------------"[:40]]
+    assert "Peak concurrent requests:                5.00      " in lines  # vLLM formats it with .2f
+    assert "Request rate configured (RPS):           4.00      " in lines
+    assert "Request rate configured (RPS):" not in format_result(benchmark_metrics(seed), request_rate=float("inf"))
+
+
+def test_percentile_metrics_select_sections(seed):
+    text = format_result(benchmark_metrics(seed, percentiles=(25, 75)), metrics=("ttft", "tpot", "itl"))
+    assert "End-to-end Latency" not in text
+    assert "P25 TTFT (ms):                           12.80     " in text.splitlines()
+    assert "P75 TTFT (ms):                           12.80     " in text.splitlines()  # rank 3 of [12.8 x 4, 232.8]

@@ -105,3 +105,29 @@ def test_arrivals_slower_than_service_are_stable():
 
 def test_a_closed_batch_is_never_called_overloaded():
     assert not detect_overload(preempting()).overloaded
+
+
+def stable_then_burst():
+    # 100 requests 50 ms apart (stable: 10 ms of prefill each), then 200 requests 1 ms apart from 5 s
+    return simulate([Request(f"s{i}", i * 0.05, 100, 2) for i in range(100)]
+                    + [Request(f"b{i}", 5.0 + i * 0.001, 100, 2) for i in range(200)],
+                    EngineConfig(max_num_batched_tokens=256), "vllm", "toy")
+
+
+def test_cooldown_leaves_a_final_burst_out_of_the_verdict():
+    r = stable_then_burst()
+    whole = detect_overload(r)
+    assert whole.overloaded  # the burst leaves 157 of 300 requests waiting at the last arrival
+    assert whole.arrivals == 300 and whole.queue_end - whole.queue_start >= 30
+    calm = detect_overload(r, cooldown=0.25)  # arrivals up to 5.199 - 0.25 s, as the metrics keep them: s0-s98
+    assert not calm.overloaded
+    assert calm.arrivals == 99 and calm.arrival_rate == pytest.approx(20)  # 98 intervals in 4.9 s
+    assert calm.queue_end == 0
+    burst = detect_overload(r, warmup=4.99)  # the burst alone: 200 arrivals at 1000 req/s
+    assert burst.overloaded and burst.arrival_rate == pytest.approx(1000)
+
+
+def test_too_few_arrivals_are_not_called_stable():
+    o = detect_overload(seed("vllm", max_num_batched_tokens=256))
+    assert not o.overloaded
+    assert o.sentence() == "Too few arrivals to judge the queue's stability (5 over 0-20 ms; it takes 10)."

@@ -50,10 +50,13 @@ class Summary:
 
     @classmethod
     def of(cls, seconds: np.ndarray, percentiles: Sequence[float], scale: float = 1000.0) -> Summary:
-        """Statistics of `seconds` x `scale` (ms by default; scale 1 for counts)."""
-        x = seconds * scale if seconds.size else np.zeros(1)  # NOTE: vLLM reports 0 for an empty list
-        return cls(float(np.mean(x)), float(np.median(x)), float(np.std(x)),
-                   tuple((float(p), float(np.percentile(x, p))) for p in percentiles), int(seconds.size))
+        """Statistics of `seconds`, then x `scale` (ms by default; scale 1 for counts), as vLLM does
+        (`np.mean(ttfts) * 1000`). One partition serves every percentile: millions of ITLs cost ~0.05 s."""
+        x = seconds if seconds.size else np.zeros(1)  # NOTE: vLLM reports 0 for an empty list
+        ps = [float(p) for p in percentiles]
+        values = np.percentile(x, ps) * scale if ps else []
+        return cls(float(np.mean(x)) * scale, float(np.median(x)) * scale, float(np.std(x)) * scale,
+                   tuple(zip(ps, (float(v) for v in values))), int(seconds.size))
 
     def percentile(self, p: float) -> float:
         for q, v in self.percentiles:
@@ -75,6 +78,7 @@ class RequestArrays:
     tpot: np.ndarray  # NaN where output_len == 1
     itl: np.ndarray  # all gaps pooled (not per request)
     finish: np.ndarray
+    token_times: np.ndarray  # every output token's time, request after request (for the peak throughput)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +93,8 @@ class BenchmarkMetrics:
     total_token_throughput: float
     request_goodput: float | None  # None without SLOs, as vLLM writes it
     goodput: dict[str, float]  # the SLOs in ms, e.g. {"ttft": 300.0}
+    max_output_tokens_per_s: float = 0.0  # most output tokens in one 1-second bucket from the first arrival
+    max_concurrent_requests: int = 0  # most requests between arrival and finish at one instant
     summaries: dict[str, Summary] = field(default_factory=dict)  # "ttft", "tpot", "itl", "e2el"
     percentiles: tuple[float, ...] = DEFAULT_PERCENTILES
 
@@ -118,11 +124,32 @@ def request_arrays(result: SimResult, keep: np.ndarray | None = None) -> Request
     flat = np.fromiter(itertools.chain.from_iterable(r.token_times for r in sel), float, int(lengths.sum()))
     gaps = np.diff(flat)
     if lengths.size > 1:  # drop the "gaps" that span two requests
-        gaps = np.delete(gaps, np.cumsum(lengths)[:-1] - 1)
+        inside = np.ones(gaps.size, bool)
+        inside[np.cumsum(lengths)[:-1] - 1] = False
+        gaps = gaps[inside]
     ttft, e2el = first - arrival, finish - arrival
     with np.errstate(divide="ignore", invalid="ignore"):
         tpot = np.where(out > 1, (e2el - ttft) / np.maximum(out - 1, 1), np.nan)
-    return RequestArrays(tuple(r.id for r in sel), arrival, prompt, out, ttft, e2el, tpot, gaps, finish)
+    return RequestArrays(tuple(r.id for r in sel), arrival, prompt, out, ttft, e2el, tpot, gaps, finish, flat)
+
+
+def peak_output_tokens_per_s(token_times: np.ndarray, start: float) -> float:
+    """vLLM's "Peak output token throughput": output tokens counted in 1-second buckets from `start` (the first
+    request sent; here the first kept arrival), bucket = int(t - start); the fullest bucket."""
+    if not token_times.size:
+        return 0.0
+    return float(np.bincount((token_times - start).astype(np.int64)).max())
+
+
+def peak_concurrency(arrival: np.ndarray, finish: np.ndarray) -> int:
+    """vLLM's "Peak concurrent requests": a sweep over half-open [arrival, finish) intervals, so a request that
+    finishes when another arrives does not overlap it. Queued requests count: the client has sent them."""
+    if not arrival.size:
+        return 0
+    times = np.concatenate([arrival, finish])
+    delta = np.concatenate([np.ones(arrival.size, np.int64), -np.ones(finish.size, np.int64)])
+    order = np.lexsort((delta, times))  # by time, departures (-1) before arrivals (+1)
+    return int(np.cumsum(delta[order]).max())
 
 
 def window(result: SimResult, warmup: float = 0.0, cooldown: float = 0.0) -> np.ndarray:
@@ -201,6 +228,8 @@ def benchmark_metrics(
         duration=duration, request_throughput=per_s(a.ttft.size), output_throughput=per_s(total_out),
         total_token_throughput=per_s(total_in + total_out),
         request_goodput=per_s(int(good_mask(a, slos).sum())) if slos else None, goodput=slos,
+        max_output_tokens_per_s=peak_output_tokens_per_s(a.token_times, float(a.arrival.min(initial=0.0))),
+        max_concurrent_requests=peak_concurrency(a.arrival, a.finish),
         summaries=summaries, percentiles=tuple(float(p) for p in percentiles),
     )
 
@@ -212,6 +241,7 @@ def to_json(m: BenchmarkMetrics, metrics: Sequence[str] = METRICS) -> dict[str, 
         "total_input_tokens": m.total_input, "total_output_tokens": m.total_output,
         "request_throughput": m.request_throughput, "request_goodput": m.request_goodput,
         "output_throughput": m.output_throughput, "total_token_throughput": m.total_token_throughput,
+        "max_output_tokens_per_s": m.max_output_tokens_per_s, "max_concurrent_requests": m.max_concurrent_requests,
     }
     for name in metrics:
         s = m.summaries[name]
@@ -222,21 +252,30 @@ def to_json(m: BenchmarkMetrics, metrics: Sequence[str] = METRICS) -> dict[str, 
 
 
 def _line(label: str, value: object, fmt: str = "") -> str:
-    return f"{label:<40} {value:<10{fmt}}".rstrip()
+    return f"{label:<40} {value:<10{fmt}}"  # vLLM's "{:<40} {:<10}": trailing spaces kept, so `diff` lines up
 
 
-def format_result(m: BenchmarkMetrics, metrics: Sequence[str] = METRICS) -> str:
-    """The "Serving Benchmark Result" block, with vLLM's labels and column layout (trailing spaces trimmed)."""
+def format_result(m: BenchmarkMetrics, metrics: Sequence[str] = METRICS, request_rate: float | None = None,
+                  max_concurrency: int | None = None) -> str:
+    """The "Serving Benchmark Result" block, line for line as `vllm bench serve` prints it (vllm/benchmarks/
+    serve.py): the same labels, order, widths and formats. `request_rate` (a workload generated at a rate) and
+    `max_concurrency` (a client-side cap) add vLLM's lines for them when given; servesim's client is open-loop."""
     lines = [f"{' Serving Benchmark Result ':=^50}",
              _line("Successful requests:", m.completed),
-             _line("Failed requests:", m.failed),
-             _line("Benchmark duration (s):", m.duration, ".2f"),
-             _line("Total input tokens:", m.total_input),
-             _line("Total generated tokens:", m.total_output),
-             _line("Request throughput (req/s):", m.request_throughput, ".2f")]
+             _line("Failed requests:", m.failed)]
+    if max_concurrency is not None:
+        lines.append(_line("Maximum request concurrency:", max_concurrency))
+    if request_rate is not None and request_rate != float("inf"):
+        lines.append(_line("Request rate configured (RPS):", request_rate, ".2f"))
+    lines += [_line("Benchmark duration (s):", m.duration, ".2f"),
+              _line("Total input tokens:", m.total_input),
+              _line("Total generated tokens:", m.total_output),
+              _line("Request throughput (req/s):", m.request_throughput, ".2f")]
     if m.request_goodput is not None:
         lines.append(_line("Request goodput (req/s):", m.request_goodput, ".2f"))
     lines += [_line("Output token throughput (tok/s):", m.output_throughput, ".2f"),
+              _line("Peak output token throughput (tok/s):", m.max_output_tokens_per_s, ".2f"),
+              _line("Peak concurrent requests:", m.max_concurrent_requests, ".2f"),  # NOTE: vLLM prints 2 decimals
               _line("Total token throughput (tok/s):", m.total_token_throughput, ".2f")]
     for name in metrics:
         header, short = HEADERS[name]

@@ -48,6 +48,21 @@ def bound_by(step: StepRecord) -> Bound:
     return Bound.NOTHING
 
 
+def reasons_recorded(result: SimResult) -> bool:
+    """Whether the step records carry why each request present got nothing (record="full").
+
+    record="summary" keeps no records and record="steps" keeps them without reasons. A full run records a reason
+    for every request present that got nothing (queued, or running but left out), so records where someone got
+    nothing and no reason is recorded anywhere come from "steps".
+    NOTE: a heuristic only because `SimResult` does not carry its record level.
+    """
+    if not result.steps:
+        return False
+    if any(s.waiting for s in result.steps):
+        return True
+    return not any(s.num_waiting_after or s.num_running_after > len(s.scheduled) for s in result.steps)
+
+
 @dataclass(frozen=True, slots=True)
 class RequestBreakdown:
     """Per request, workload order, seconds. prefill = first token - first scheduled (queueing excluded)."""
@@ -93,12 +108,12 @@ class StepArrays:
     num_running: np.ndarray  # after the step
     num_waiting: np.ndarray  # after the step
     kv_used: np.ndarray
-    bound: tuple[Bound, ...]
+    bound: tuple[Bound, ...] | None  # None without the waiting reasons (record="full" keeps them)
 
 
-def step_arrays(result: SimResult) -> StepArrays:
-    """Per-step arrays from the compact step log (kept at every record level); what bound each step needs the
-    waiting reasons of full records, and is empty without them."""
+def step_arrays(result: SimResult, bounds: bool = True) -> StepArrays:
+    """Per-step arrays from the compact step log (kept at every record level). What bound each step needs the
+    waiting reasons of record="full": without them (or with `bounds=False`) `bound` is None, never a guess."""
     log = result.step_log
     if log is None:  # a result built by hand, without the engine's log
         from servesim.steplog import StepLog
@@ -113,7 +128,8 @@ def step_arrays(result: SimResult) -> StepArrays:
     kv = np.full(len(log), np.nan) if usable is None else 1 - log.free_blocks_after_schedule / usable
     return StepArrays(
         log.start_time, log.duration, log.num_scheduled, log.num_decodes, log.prefill_tokens, log.num_tokens,
-        log.num_running_after, log.num_waiting_after, kv, tuple(bound_by(s) for s in result.steps),
+        log.num_running_after, log.num_waiting_after, kv,
+        tuple(bound_by(s) for s in result.steps) if bounds and reasons_recorded(result) else None,
     )
 
 
@@ -133,7 +149,7 @@ class ServerMetrics:
     tokens_per_step: Summary  # (unscaled)
     slot_utilization: float
     steps: int
-    bound: dict[Bound, int]  # steps per binding constraint, most first
+    bound: dict[Bound, int] | None  # steps per binding constraint, most first; None without record="full"
 
 
 def server_metrics(result: SimResult, percentiles: Sequence[float] = DEFAULT_PERCENTILES) -> ServerMetrics:
@@ -144,7 +160,7 @@ def server_metrics(result: SimResult, percentiles: Sequence[float] = DEFAULT_PER
         kv_mean = float(np.average(sa.kv_used, weights=sa.duration))
         kv_max = float(sa.kv_used.max())
     counts: dict[Bound, int] = {}
-    for b in sa.bound:
+    for b in sa.bound or ():
         counts[b] = counts.get(b, 0) + 1
     return ServerMetrics(
         queue=Summary.of(rb.queue[~np.isnan(rb.queue)], percentiles),
@@ -156,7 +172,7 @@ def server_metrics(result: SimResult, percentiles: Sequence[float] = DEFAULT_PER
         batch_size=Summary.of(sa.batch_size, percentiles, scale=1),
         tokens_per_step=Summary.of(sa.tokens, percentiles, scale=1),
         slot_utilization=slot_utilization(result), steps=len(sa.duration),
-        bound=dict(sorted(counts.items(), key=lambda kv: -kv[1])),
+        bound=dict(sorted(counts.items(), key=lambda kv: -kv[1])) if sa.bound is not None else None,
     )
 
 
@@ -179,7 +195,10 @@ def format_server(m: ServerMetrics) -> str:
     if m.kv_used_mean is not None:
         lines += [_line("Mean KV blocks used (%):", m.kv_used_mean * 100, ".2f"),
                   _line("Max KV blocks used (%):", m.kv_used_max * 100, ".2f")]
-    lines += [_line(f"Steps bound by {b.value}:", n) for b, n in m.bound.items()]
+    if m.bound is None:
+        lines.append(_line("Steps bound by:", "not recorded (needs --record full)"))
+    else:
+        lines += [_line(f"Steps bound by {b.value}:", n) for b, n in m.bound.items()]
     lines += _section("Queue Time", "queue time (ms)", m.queue)
     lines += _section("Prefill Time (first scheduled to 1st token)", "prefill time (ms)", m.prefill)
     if m.preempted_requests:

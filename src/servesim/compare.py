@@ -12,7 +12,7 @@ from servesim.config import EngineConfig
 from servesim.cost import CostModel
 from servesim.engine import simulate
 from servesim.errors import ConfigError
-from servesim.explain import ms, step_cause
+from servesim.explain import _token_gap, gap_cause, ms
 from servesim.metrics import longest_prompt, prefill_chunks, prompt_tokens_processed, slot_utilization, worst_gap
 from servesim.overload import detect_overload
 from servesim.policies import policy_class
@@ -88,7 +88,7 @@ def compare_rows(results: dict[str, SimResult]) -> list[tuple[str, list[str]]]:
     row("Output token throughput (tok/s)", lambda k, r: ms2(bms[k].output_throughput))
     row("Prompt tokens processed", lambda k, r: str(prompt_tokens_processed(r)))
     row("Tokens processed", lambda k, r: str(r.tokens_processed))
-    row("Steps", lambda k, r: str(len(r.steps)))
+    row("Steps", lambda k, r: str(len(r.step_log) if r.step_log is not None else len(r.steps)))
     row("Makespan (ms)", lambda k, r: ms2(r.makespan * 1000))
     row("Slot utilization (%)", lambda k, r: ms2(slot_utilization(r) * 100))
     row("Preemptions", lambda k, r: str(len(r.preemptions)))
@@ -99,6 +99,10 @@ def compare_rows(results: dict[str, SimResult]) -> list[tuple[str, list[str]]]:
 
 
 def _most_bound(r: SimResult) -> str:
+    from servesim.breakdown import reasons_recorded
+
+    if not reasons_recorded(r):
+        return "not recorded (record='full')"
     counts: dict[str, int] = {}
     for s in r.steps:
         b = bound_by(s).value
@@ -107,7 +111,10 @@ def _most_bound(r: SimResult) -> str:
 
 
 def _cause(a: SimResult, b: SimResult, label_b: str, lp: str) -> str:
-    ca, cb = prefill_chunks(a, lp), prefill_chunks(b, lp)
+    from servesim.explain import prefill_phases
+
+    # the first prefill only: recomputation after a preemption is not chunking
+    ca, cb = ([c for _, c in prefill_phases(r, lp)[0]] for r in (a, b))
     if len(ca) == 1 and len(cb) > 1:
         return "chunked prefill"
     if len(ca) > 1 and len(cb) == 1:
@@ -117,6 +124,12 @@ def _cause(a: SimResult, b: SimResult, label_b: str, lp: str) -> str:
     if a.policy == "static" and b.policy != "static":
         return "continuous admission"
     return label_b
+
+
+def _stall(r: SimResult, g) -> bool:
+    """Whether a token gap (`metrics.TokenGap`) spans a preemption of its request."""
+    return g is not None and any(p.id == g.request_id and g.first_step <= p.step <= g.last_step
+                                 for p in r.preemptions)
 
 
 def _moved(x: float, y: float, up: str, down: str) -> str:
@@ -133,10 +146,15 @@ def compare_sentences(results: dict[str, SimResult]) -> list[str]:
         parts = []
         if ga and gb:
             verb = _moved(ga.seconds, gb.seconds, "raised", "cut")
-            text = (f"{_cause(a, b, nb, lp)} {verb} the worst gap between tokens from {ms(ga.seconds)} to "
-                    f"{ms(gb.seconds)}")
-            if gb.step is not None and verb == "raised":
-                text += f" (step {gb.step}: {step_cause(b, gb.step, victim=gb.request_id)})"
+            ta, tb = (_token_gap(r, g) if r.steps and g.step is not None else None for r, g in ((a, ga), (b, gb)))
+            if _stall(a, ta) or _stall(b, tb):  # a preemption, not the step mix, made the worst gap
+                text = f"the worst gap between tokens went from {ms(ga.seconds)} to {ms(gb.seconds)}"
+                text += f" ({gap_cause(b, tb)})" if tb is not None else ""
+            else:
+                text = (f"{_cause(a, b, nb, lp)} {verb} the worst gap between tokens from {ms(ga.seconds)} to "
+                        f"{ms(gb.seconds)}")
+                if tb is not None and verb == "raised":
+                    text += f" ({gap_cause(b, tb)})"
             parts.append(text)
         ra, rb = a.request(lp), b.request(lp)
         text = f"the long prompt's TTFT {_moved(ra.ttft, rb.ttft, 'rose', 'fell')} from {ms(ra.ttft)} to {ms(rb.ttft)}"

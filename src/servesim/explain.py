@@ -24,10 +24,39 @@ def gap_cause(result: SimResult, g) -> str:
         return f"step {g.last_step}: {step_cause(result, g.last_step, victim=g.request_id)}"
     p = next((p for p in result.preemptions if p.id == g.request_id and g.first_step <= p.step <= g.last_step), None)
     if p is not None:
-        return f"{g.request_id} was preempted in step {p.step} and ran again in step {g.last_step}"
+        back = _resumed_step(result, g.request_id, p.step)
+        redo = f", recomputed its context over steps {back}-{g.last_step}" if back is not None and \
+            back < g.last_step else ""
+        return f"{g.request_id} was preempted in step {p.step} and resumed in step {back}{redo}"
     longest = max(range(g.first_step, g.last_step + 1), key=lambda i: result.steps[i].duration)
     return (f"steps {g.first_step}-{g.last_step}; the longest, step {longest}: "
             f"{step_cause(result, longest, victim=g.request_id)}")
+
+
+def _resumed_step(result: SimResult, rid: str, preempted_in: int) -> int | None:
+    return next((s.step for s in result.steps[preempted_in + 1:] if any(e.id == rid for e in s.scheduled)), None)
+
+
+def prefill_phases(result: SimResult, rid: str) -> list[list[tuple[int, int]]]:
+    """(step, tokens) of each prompt chunk, one list per admission: [0] the first prefill, [i] the recomputation
+    after the i-th preemption (empty after a swap, which recomputes nothing)."""
+    from bisect import bisect_right
+
+    cuts = sorted(p.step for p in result.preemptions if p.id == rid)
+    phases: list[list[tuple[int, int]]] = [[] for _ in range(len(cuts) + 1)]
+    for s in result.steps:
+        for e in s.scheduled:
+            if e.id == rid and e.kind is Kind.PREFILL:
+                phases[bisect_right(cuts, s.step)].append((s.step, e.num_scheduled_tokens))
+    return phases
+
+
+def _need_records(result: SimResult, what: str) -> None:
+    if not result.steps:
+        from servesim.errors import ServesimError
+
+        raise ServesimError(f"{what} reads the step records, and this result kept none (record='summary'); "
+                            "simulate with record='full' (servesim run --record full)")
 
 
 def _chunks_text(chunks: list[int]) -> str:
@@ -55,10 +84,13 @@ def policy_sentence(result: SimResult) -> str:
     text = f"{rid}'s {r.prompt_len}-token prompt {wait}prefilled {_chunks_text(chunks)}; TTFT {ms(r.ttft)}."
     gap = worst_gap(result)
     if gap is not None and gap.step is not None:
-        step = result.steps[gap.step]
-        prefill = step.prefill_tokens
-        cause = f"a step carrying {prefill} prefill tokens beside {step.num_decodes} decodes" if prefill else \
-            f"a step of {step.num_decodes} decodes"
+        log = result.step_log
+        if log is not None:  # every record level keeps the step log
+            prefill, decodes = int(log.prefill_tokens[gap.step]), int(log.num_decodes[gap.step])
+        else:
+            prefill, decodes = result.steps[gap.step].prefill_tokens, result.steps[gap.step].num_decodes
+        cause = f"a step carrying {prefill} prefill tokens beside {decodes} decodes" if prefill else \
+            f"a step of {decodes} decodes"
         text += f" The worst gap between two tokens was {ms(gap.seconds)} ({gap.request_id}, step {gap.step}: {cause})."
     return text
 
@@ -98,8 +130,11 @@ def step_cause(result: SimResult, step: int, victim: str | None = None) -> str:
 
 
 def bound_sentence(result: SimResult) -> str:
-    from servesim.breakdown import bound_by
+    from servesim.breakdown import bound_by, reasons_recorded
 
+    if not reasons_recorded(result):
+        return (f"What bound each of the {len(result.step_log or result.steps)} steps is not known: the run kept no "
+                "reasons for waiting (simulate with record='full').")
     counts = Counter(bound_by(s).value for s in result.steps)
     cfg = result.config
     fill = {"budget": cfg.max_num_batched_tokens, "seqs": cfg.max_num_seqs,
@@ -108,7 +143,30 @@ def bound_sentence(result: SimResult) -> str:
     return f"Of {len(result.steps)} steps, {_join(parts)}."
 
 
+def _held_text(result: SimResult, rid: str, first: int, last: int) -> tuple[float, list[str]]:
+    """Seconds and phrases ("28 steps (112 ms) held by kv blocks (needs 126 blocks, 117 free)") of the reasons
+    recorded for `rid` in steps first..last-1; the detail is the last one recorded."""
+    held: dict[str, list[float]] = {}
+    detail: dict[str, list[str]] = {}
+    for s in result.steps[first:last]:
+        for w in s.waiting:
+            if w.id == rid:
+                key = w.reason.value.replace("_", " ")
+                held.setdefault(key, []).append(s.duration)
+                detail.setdefault(key, []).append(w.detail)
+
+    def why(key: str) -> str:
+        d = detail[key]
+        return "" if not d[-1] else f" ({d[-1]})" if len(set(d)) == 1 else f" (last: {d[-1]})"
+
+    parts = [f"{_plural(len(v), 'step')} ({ms(sum(v))}) held by {reason}{why(reason)}"
+             for reason, v in sorted(held.items(), key=lambda kv: -sum(kv[1]))]
+    return sum(sum(v) for v in held.values()), parts
+
+
 def _wait_text(result: SimResult, rid: str) -> str:
+    from servesim.breakdown import reasons_recorded
+
     r = result.request(rid)
     if r.first_scheduled_time is None:
         return f"{rid} arrived at {ms(r.arrival_time)} and was never scheduled."
@@ -118,47 +176,74 @@ def _wait_text(result: SimResult, rid: str) -> str:
            f"({ms(r.first_scheduled_time)})"
     if queued <= 0:
         return head + ", without waiting."
-    held: dict[str, list[float]] = {}
-    for s in result.steps[: first.step]:
-        for w in s.waiting:
-            if w.id == rid:
-                held.setdefault(w.reason.value.replace("_", " "), []).append(s.duration)
-    held_s = sum(sum(v) for v in held.values())
-    parts = [f"{len(v)} step{'s' if len(v) > 1 else ''} ({ms(sum(v))}) held by {reason}"
-             for reason, v in sorted(held.items(), key=lambda kv: -sum(kv[1]))]
+    if not reasons_recorded(result):
+        return f"{head}: it waited {ms(queued)} (why is not known: simulate with record='full')."
+    held_s, parts = _held_text(result, rid, 0, first.step)
     if queued - held_s > 1e-12:  # the rest: the step already running when it arrived (or idle time)
         parts.insert(0, f"{ms(queued - held_s)} for the step in flight when it arrived to end")
     return f"{head}: it waited {ms(queued)}: {_join(parts)}."
+
+
+def _span(result: SimResult, first: int, last: int) -> float:
+    return result.steps[last].end_time - result.steps[first].start_time
+
+
+def _preemption_text(result: SimResult, p, chunks: list[tuple[int, int]], prompt_len: int) -> str:
+    """One preemption of a request: why (free blocks), what it cost, how long it waited, what resuming redid."""
+    rid = p.id
+    free = result.steps[p.step - 1].free_blocks_after_step if p.step > 0 else None
+    why = f" with {_plural(free, 'KV block')} free at the step's start" if free is not None else ""
+    cost = f"discarded {p.tokens_discarded} computed tokens" if p.tokens_discarded else \
+        f"copied {p.bytes_moved} bytes to host ({ms(p.swap_time)})"
+    text = f"Preempted in step {p.step} ({p.mode}{', again' if p.repeat else ''}){why}: {cost} and freed " \
+           f"{_plural(p.blocks_freed, 'KV block')}"
+    back = _resumed_step(result, rid, p.step)
+    if back is None:
+        return text + "; never resumed."
+    out = result.steps[back].start_time - result.steps[p.step].start_time
+    text += f". It resumed in step {back}, {ms(out)} later"
+    done = result.steps[back - 1].finished
+    if done:
+        text += f", once {_join(list(done))} finished in step {back - 1}"
+    from servesim.breakdown import reasons_recorded
+
+    if reasons_recorded(result):
+        _, parts = _held_text(result, rid, p.step, back)
+        if parts:
+            text += f"; meanwhile {_join(parts)}"
+    if chunks:
+        n = sum(c for _, c in chunks)
+        what = f"its prompt and {_plural(n - prompt_len, 'output token')}" if n > prompt_len else "its prompt"
+        where = f"(step {chunks[0][0]}, {ms(_span(result, chunks[0][0], chunks[0][0]))})" if len(chunks) == 1 else \
+            f"over {_steps_text(chunks[0][0], chunks[-1][0])} ({ms(_span(result, chunks[0][0], chunks[-1][0]))})"
+        text += f". Resuming recomputed {n} tokens ({what}) {_chunks_text([c for _, c in chunks])} {where}"
+    return text + "."
 
 
 def explain_request(result: SimResult, request_id: str, gaps: int = 3) -> list[str]:
     """Sentences on one request: its wait and why, its prefill chunks, its preemptions, its largest token gaps."""
     from servesim.metrics import token_gaps
 
+    _need_records(result, "explain_request")
     r = result.request(request_id)
     out = [_wait_text(result, request_id)]
-    chunk_steps = [s.step for s in result.steps for e in s.scheduled if e.id == request_id and e.kind is Kind.PREFILL]
-    chunks = prefill_chunks(result, request_id)
-    if chunks and r.token_times:
-        extra = sum(chunks) - r.prompt_len
-        redo = f", {extra} of them recomputed after preemption" if extra > 0 else ""
+    phases = prefill_phases(result, request_id)
+    first = phases[0]
+    if first and r.token_times:
+        sizes = [c for _, c in first]
         queued = (r.first_scheduled_time or r.arrival_time) - r.arrival_time
-        where = f"(step {chunk_steps[0]})" if len(chunks) == 1 else \
-            f"over {_steps_text(chunk_steps[0], chunk_steps[-1])}"
+        where = f"(step {first[0][0]})" if len(first) == 1 else f"over {_steps_text(first[0][0], first[-1][0])}"
+        whole = sum(sizes) >= r.prompt_len
+        head = f"Its {r.prompt_len}-token prompt was prefilled" if whole else \
+            f"{sum(sizes)} of its {r.prompt_len} prompt tokens were prefilled"
+        tail = f"{sum(sizes)} prompt tokens processed" if whole else "then it was preempted"
         out.append(
-            f"Its {r.prompt_len}-token prompt was prefilled {_chunks_text(chunks)} {where}, "
-            f"{sum(chunks)} prompt tokens processed{redo}; "
+            f"{head} {_chunks_text(sizes)} {where}, {tail}; "
             f"first token at {ms(r.token_times[0])}: TTFT {ms(r.ttft)} = {ms(queued)} queued + "
             f"{ms(r.token_times[0] - (r.first_scheduled_time or r.arrival_time))} from first scheduled to first "
             "token.")
-    for p in (p for p in result.preemptions if p.id == request_id):
-        resumed = next((s for s in result.steps[p.step + 1:] for e in s.scheduled if e.id == request_id), None)
-        cost = f"discarded {p.tokens_discarded} computed tokens" if p.tokens_discarded else \
-            f"copied {p.bytes_moved} bytes to host ({ms(p.swap_time)})"
-        back = f"resumed in step {resumed.step} after {ms(resumed.start_time - result.steps[p.step].start_time)}" \
-            if resumed else "never resumed"
-        out.append(f"Preempted in step {p.step} ({p.mode}{', again' if p.repeat else ''}): {cost} and freed "
-                   f"{_plural(p.blocks_freed, 'KV block')}; {back}.")
+    for i, p in enumerate(p for p in result.preemptions if p.id == request_id):
+        out.append(_preemption_text(result, p, phases[i + 1], r.prompt_len))
     if r.finish_time is not None and r.output_len > 1:
         tpot = (r.finish_time - r.token_times[0]) / (r.output_len - 1)
         out.append(f"Then {r.output_len - 1} more tokens, TPOT {ms(tpot)}; finished at {ms(r.finish_time)} "
@@ -174,6 +259,14 @@ def explain_request(result: SimResult, request_id: str, gaps: int = 3) -> list[s
     return out
 
 
+def _token_gap(result: SimResult, gap):
+    """The `metrics.TokenGap` behind a `metrics.Gap` (the one ending in the gap's step)."""
+    from servesim.metrics import token_gaps
+
+    found = token_gaps(result, gap.request_id)
+    return next((g for g in found if g.last_step == gap.step), found[0])
+
+
 def explain_run(result: SimResult, unchunked: SimResult | None = None) -> list[str]:
     """Sentences on a run: what bound the schedule, where tail latency came from, preemptions and their cost,
     overload; with `unchunked` (the same workload with chunked prefill off), what chunking changed."""
@@ -182,6 +275,7 @@ def explain_run(result: SimResult, unchunked: SimResult | None = None) -> list[s
     from servesim.metrics import token_gaps
     from servesim.overload import detect_overload
 
+    _need_records(result, "explain_run")
     out = [bound_sentence(result)]
     done = [r for r in result.requests if r.ttft is not None]
     if not done:
@@ -189,13 +283,15 @@ def explain_run(result: SimResult, unchunked: SimResult | None = None) -> list[s
     m = benchmark_metrics(result)
     worst = max(done, key=lambda r: r.ttft)
     out.append(f"The highest TTFT was {worst.id}'s {ms(worst.ttft)} (mean {m['ttft'].mean:.4g} ms, median "
-               f"{m['ttft'].median:.4g} ms). " + explain_request(result, worst.id)[1 if len(done) else 0])
-    gaps = [g for r in done for g in token_gaps(result, r.id)[:1]]
-    if gaps:
-        g = max(gaps, key=lambda g: (round(g.seconds, 12), -g.last_step))
-        dur = [s.duration for s in result.steps]
-        with_prefill = [s.duration for s in result.steps if s.prefill_tokens]
-        decode_only = [s.duration for s in result.steps if not s.prefill_tokens]
+               f"{m['ttft'].median:.4g} ms). " + explain_request(result, worst.id)[1])
+    gap = worst_gap(result)
+    if gap is not None and gap.step is not None:
+        g = _token_gap(result, gap)
+        log = result.step_log
+        dur, pre = (log.duration, log.prefill_tokens > 0) if log is not None else (
+            [s.duration for s in result.steps], [s.prefill_tokens > 0 for s in result.steps])
+        with_prefill = [d for d, p in zip(dur, pre) if p]
+        decode_only = [d for d, p in zip(dur, pre) if not p]
         text = (f"The largest gap between two tokens was {ms(g.seconds)}, before {g.request_id}'s token {g.token} "
                 f"({gap_cause(result, g)}).")
         if with_prefill and decode_only:
@@ -203,7 +299,14 @@ def explain_run(result: SimResult, unchunked: SimResult | None = None) -> list[s
                      f"{ms(max(with_prefill))}; decode-only steps at most {ms(max(decode_only))}.")
         out.append(text)
     e2e = max(done, key=lambda r: r.e2el or 0.0)
-    out.append(f"The highest E2EL was {e2e.id}'s {ms(e2e.e2el)} ({e2e.output_len} output tokens).")
+    text = f"The highest E2EL was {e2e.id}'s {ms(e2e.e2el)}, {_plural(e2e.output_len, 'output token')}"
+    if e2e.output_len > 1 and e2e.e2el is not None:
+        rest = e2e.e2el - e2e.ttft
+        text += f": TTFT {ms(e2e.ttft)}, then {ms(rest)} for the other {e2e.output_len - 1}"
+        top = token_gaps(result, e2e.id)[0]
+        if top.seconds >= rest / 2:  # one gap explains most of it
+            text += f"; {ms(top.seconds)} of it before token {top.token} ({gap_cause(result, top)})"
+    out.append(text + ".")
     if result.preemptions:
         rb = request_breakdown(result)
         hit = [(rid, t, k) for rid, t, k in zip(rb.ids, rb.preempted, rb.num_preemptions) if k]
@@ -220,24 +323,37 @@ def explain_run(result: SimResult, unchunked: SimResult | None = None) -> list[s
     return out
 
 
+def _longest_decode_step(result: SimResult) -> float:
+    """The longest step that carried at least one decode: how long running requests waited for a token."""
+    if result.step_log is not None:
+        d = result.step_log.duration[result.step_log.num_decodes > 0]
+        return float(d.max()) if d.size else 0.0
+    return max((s.duration for s in result.steps if s.num_decodes), default=0.0)
+
+
 def chunking_sentences(chunked: SimResult, unchunked: SimResult | None = None) -> list[str]:
-    """The lesson's question, answered from the records: did splitting the longest prompt save any work?"""
+    """The lesson's question, answered from the records: did splitting the longest prompt save any work? Only the
+    first prefill counts here; recomputation after a preemption is explained with the preemption."""
     rid = longest_prompt(chunked)
-    chunks = prefill_chunks(chunked, rid)
+    chunks = [c for _, c in prefill_phases(chunked, rid)[0]]
     if len(chunks) < 2:
         return []
-    text = (f"{rid}'s {chunked.request(rid).prompt_len}-token prompt was prefilled {_chunks_text(chunks)}: "
-            f"{sum(chunks)} of its prompt tokens were processed, as many as in one piece; splitting does not "
-            "remove the work on earlier context, each chunk attends to all the tokens before it.")
+    prompt = chunked.request(rid).prompt_len
+    text = (f"{rid}'s {prompt}-token prompt was prefilled {_chunks_text(chunks)}: {sum(chunks)} of its prompt "
+            f"tokens were processed, as many as in one piece; splitting does not remove the work on earlier "
+            "context, each chunk attends to all the tokens before it.")
     if unchunked is None:
         return [text]
-    whole = prefill_chunks(unchunked, rid)
+    whole = [c for _, c in prefill_phases(unchunked, rid)[0]]
     a, b = chunked.request(rid), unchunked.request(rid)
-    ga, gb = worst_gap(chunked), worst_gap(unchunked)
-    text += (f" Unchunked, {rid} was prefilled {_chunks_text(whole)} ({sum(whole)} tokens): {sum(chunks)} prompt "
-             f"tokens processed either way. Chunked, the prompt finished later (first token at "
+    same = "either way" if sum(whole) == sum(chunks) else f"chunked, {sum(whole)} unchunked"
+    t_a, t_b = a.token_times[0], b.token_times[0]
+    when = "later" if t_a > t_b + 1e-12 else "earlier" if t_a < t_b - 1e-12 else "at the same time"
+    text += (f" Unchunked, {rid} was prefilled {_chunks_text(whole)}: {sum(chunks)} prompt tokens processed "
+             f"{same}. Chunked, the prompt finished {when} (first token at "
              f"{ms(a.token_times[0])} instead of {ms(b.token_times[0])}, TTFT {ms(a.ttft)} instead of {ms(b.ttft)})")
-    if ga and gb:
-        text += (f" and decode steps stayed short (worst gap between tokens {ms(ga.seconds)} instead of "
-                 f"{ms(gb.seconds)})")
+    da, db = _longest_decode_step(chunked), _longest_decode_step(unchunked)
+    if da and db:
+        verb = "stayed short" if da < db else "did not get shorter"
+        text += f" and decode steps {verb} (the longest step carrying decodes took {ms(da)} instead of {ms(db)})"
     return [text + "."]

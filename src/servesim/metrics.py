@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
+
+import numpy as np
 
 from servesim.records import Kind
 from servesim.result import SimResult
@@ -18,16 +21,24 @@ class Gap:
 
 
 def worst_gap(result: SimResult) -> Gap | None:
-    """The largest inter-token gap any request saw (vLLM's ITL maximum), with the step that caused it."""
-    best: tuple[float, str, float] | None = None
-    for r in result.requests:
-        for a, b in zip(r.token_times, r.token_times[1:]):
-            if best is None or b - a > best[0]:
-                best = (b - a, r.id, b)
-    if best is None:
+    """The largest inter-token gap any request saw (vLLM's ITL maximum), with the step that caused it: the step
+    ending at the later token, found in the step log, so it is there at every record level. Ties: the earliest
+    request in workload order, then its earliest gap. numpy over the flat token times (no per-gap objects)."""
+    reqs = result.requests
+    lengths = np.fromiter((len(r.token_times) for r in reqs), np.int64, len(reqs))
+    flat = np.fromiter(itertools.chain.from_iterable(r.token_times for r in reqs), float, int(lengths.sum()))
+    if flat.size < 2:
         return None
-    step = next((s.step for s in result.steps if abs(s.end_time - best[2]) <= 1e-12 * max(1.0, best[2])), None)
-    return Gap(best[0], best[1], step)
+    gaps = np.diff(flat)
+    ends = np.cumsum(lengths)
+    cross = ends[:-1] - 1  # gap j joins token j to j + 1: from a request's last token to the next one's first
+    gaps[cross[(cross >= 0) & (cross < gaps.size)]] = -np.inf
+    top = float(gaps.max())
+    if top == -np.inf:
+        return None
+    j = int(np.argmax(gaps >= top - 1e-12 * max(1.0, abs(top))))  # NOTE: equal up to rounding counts as a tie
+    owner = int(np.searchsorted(ends, j, side="right"))
+    return Gap(float(gaps[j]), reqs[owner].id, step_index_at(result, [float(flat[j + 1])])[0])
 
 
 def slot_utilization(result: SimResult) -> float:
@@ -47,6 +58,9 @@ def prefill_chunks(result: SimResult, request_id: str) -> list[int]:
 
 
 def prompt_tokens_processed(result: SimResult) -> int:
+    """Prefill tokens over the run, recomputation after preemption included (step log: every record level)."""
+    if result.step_log is not None:
+        return int(result.step_log.prefill_tokens.sum())
     return sum(s.prefill_tokens for s in result.steps)
 
 
@@ -65,12 +79,21 @@ class TokenGap:
     last_step: int  # the step that produced the later token
 
 
-def step_index_at(result: SimResult, end_times: list[float]) -> list[int]:
-    """The steps that ended at each of `end_times` (token and finish times are step end times)."""
-    import numpy as np
+def step_ends(result: SimResult) -> np.ndarray:
+    """Each step's end time, from the step log when there is one (every record level), else the records."""
+    if result.step_log is not None:
+        return result.step_log.start_time + result.step_log.duration
+    return np.fromiter((s.end_time for s in result.steps), float, len(result.steps))
 
-    ends = np.fromiter((s.end_time for s in result.steps), float, len(result.steps))
-    return [int(i) for i in np.searchsorted(ends, np.asarray(end_times, float) - 1e-12 * max(1.0, float(ends[-1])))]
+
+def step_index_at(result: SimResult, end_times: list[float]) -> list[int | None]:
+    """The steps that ended at each of `end_times` (token and finish times are step end times); None where no step
+    ended there (a result without steps)."""
+    ends = step_ends(result)
+    if not ends.size:
+        return [None] * len(end_times)
+    idx = np.searchsorted(ends, np.asarray(end_times, float) - 1e-12 * max(1.0, float(ends[-1])))
+    return [int(i) if i < ends.size else None for i in idx]
 
 
 def token_gaps(result: SimResult, request_id: str) -> list[TokenGap]:

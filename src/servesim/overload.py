@@ -5,9 +5,13 @@ The test looks at the arrival window (first to last arrival), where load is offe
 - arrival rate: arrivals / window length; completion rate: completions inside the window / window length;
 - the waiting queue (`num_waiting_after`, vLLM's `num_requests_waiting`): a least-squares line over the steps in
   the window, in requests per second.
-OVERLOADED when arrivals outpace completions by more than 10 % AND the queue trend adds up, over the window, to at
-least max(2, 10 % of the window's arrivals) requests. Both are needed: a short stable run also completes fewer than
-it admits while it fills, but its queue does not keep growing.
+OVERLOADED when arrivals outpace completions by more than 10 % AND the queue grew, over the window, by at least
+max(2, 10 % of the window's arrivals) requests: by its trend, or from the window's first step to its last. Both
+are needed: a short stable run also completes fewer than it admits while it fills, but its queue does not grow. With fewer than MIN_ARRIVALS arrivals in the window
+there is no rate to speak of, and the result says so instead of calling the run stable.
+
+Warm-up and cool-down (`--warmup-s`, `--cooldown-s`) shrink the window to the arrivals the metrics keep: an
+overloaded burst at the end, or a cold start, is then left out of the verdict as it is of the latencies.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from servesim.result import SimResult
 
 RATE_MARGIN = 1.10
 GROWTH_FRACTION = 0.10
+MIN_ARRIVALS = 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,11 +37,15 @@ class Overload:
     queue_start: int  # waiting after the window's first step
     queue_end: int  # waiting after its last step
     window: tuple[float, float]  # seconds
+    arrivals: int = 0  # in the window
 
     def sentence(self) -> str:
         t0, t1 = (t * 1000 for t in self.window)
         if t1 <= t0:
             return f"All requests arrived at once ({t0:.4g} ms): a closed batch, with no arrival rate to outpace."
+        if self.arrivals < MIN_ARRIVALS:
+            return (f"Too few arrivals to judge the queue's stability ({self.arrivals} over {t0:.4g}-{t1:.4g} ms; "
+                    f"it takes {MIN_ARRIVALS}).")
         evidence = (f"requests arrived at {self.arrival_rate:.4g} req/s and completed at {self.completion_rate:.4g} "
                     f"req/s while they arrived ({t0:.4g}-{t1:.4g} ms); the waiting queue went from "
                     f"{self.queue_start} to {self.queue_end} (trend {self.queue_slope:+.4g} req/s)")
@@ -46,21 +55,28 @@ class Overload:
         return f"Stable: {evidence}."
 
 
-def detect_overload(result: SimResult) -> Overload:
-    arrival = np.sort(np.fromiter((r.arrival_time for r in result.requests), float, len(result.requests)))
+def detect_overload(result: SimResult, warmup: float = 0.0, cooldown: float = 0.0) -> Overload:
+    arrival = np.fromiter((r.arrival_time for r in result.requests), float, len(result.requests))
     finish = np.fromiter((r.finish_time for r in result.requests if r.finish_time is not None), float)
+    if warmup or cooldown:
+        from servesim.benchmark import window
+
+        arrival = arrival[window(result, warmup, cooldown)]
+    arrival = np.sort(arrival)
     t0, t1 = (float(arrival[0]), float(arrival[-1])) if arrival.size else (0.0, 0.0)
     span = t1 - t0
-    sa = step_arrays(result)
+    sa = step_arrays(result, bounds=False)
     keep = (sa.start >= t0) & (sa.start <= t1)
     t, q = (sa.start + sa.duration)[keep], sa.num_waiting[keep].astype(float)
-    if span <= 0 or len(t) < 2:
-        q0 = int(q[0]) if len(q) else 0
-        return Overload(False, 0.0, 0.0, 0.0, q0, q0, (t0, t1))
+    if span <= 0 or len(t) < 2 or arrival.size < MIN_ARRIVALS:
+        q0, q1 = (int(q[0]), int(q[-1])) if len(q) else (0, 0)
+        return Overload(False, 0.0, 0.0, 0.0, q0, q1, (t0, t1), int(arrival.size))
     arrival_rate = (arrival.size - 1) / span  # n arrivals make n - 1 intervals
     completion_rate = float(((finish >= t0) & (finish <= t1)).sum()) / span
     slope = float(np.polyfit(t, q, 1)[0]) if np.ptp(t) > 0 else 0.0
-    growth = slope * span
+    # NOTE: the trend, or what the queue actually gained: a late burst barely tilts a step-weighted line
+    growth = max(slope * span, float(q[-1] - q[0]))
     overloaded = (arrival_rate > RATE_MARGIN * completion_rate
                   and growth >= max(2.0, GROWTH_FRACTION * arrival.size))
-    return Overload(overloaded, arrival_rate, completion_rate, slope, int(q[0]), int(q[-1]), (t0, t1))
+    return Overload(overloaded, arrival_rate, completion_rate, slope, int(q[0]), int(q[-1]), (t0, t1),
+                    int(arrival.size))

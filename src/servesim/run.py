@@ -53,12 +53,18 @@ class Run:
 
     @classmethod
     def simulate(cls, workload: str | Sequence[Request] = "seed", policy: str = "vllm",
-                 cost: CostModel | str = "toy", **config: Any) -> Run:
-        """Simulate a built-in workload name, a file, or a list of requests; `config` are EngineConfig fields."""
+                 cost: CostModel | str = "toy", record: str = "full", **config: Any) -> Run:
+        """Simulate a built-in workload name, a file, or a list of requests; `config` are EngineConfig fields.
+        `record="summary"` is fastest and gives every metric; explanations and `bound_by` need "full"."""
         from servesim.workloads import load_workload
 
         reqs = load_workload(workload) if isinstance(workload, str) else list(workload)
-        return cls(simulate(reqs, EngineConfig(**config), policy, cost), reqs, cost=cost)
+        return cls(simulate(reqs, EngineConfig(**config), policy, cost, record=record), reqs, cost=cost)
+
+    @property
+    def num_steps(self) -> int:
+        log = self.result.step_log
+        return len(log) if log is not None else len(self.result.steps)
 
     @cached_property
     def benchmark(self) -> BenchmarkMetrics:
@@ -114,8 +120,10 @@ class Run:
             "step": np.arange(sa.start.size), "start_ms": sa.start * 1000, "duration_ms": sa.duration * 1000,
             "batch_size": sa.batch_size, "decodes": sa.decodes, "prefill_tokens": sa.prefill_tokens,
             "tokens": sa.tokens, "num_running": sa.num_running, "num_waiting": sa.num_waiting,
-            "kv_used": sa.kv_used, "bound_by": [b.value for b in sa.bound],
-        })
+            "kv_used": sa.kv_used,
+            # null without the waiting reasons (record="full" keeps them): unknown, not "nothing"
+            "bound_by": [b.value for b in sa.bound] if sa.bound is not None else [None] * sa.start.size,
+        }, schema_overrides={"bound_by": _polars().String})
 
     def to_pandas(self, table: str = "requests") -> Any:
         """One of "metrics", "requests", "steps" as a pandas DataFrame (needs pandas and pyarrow)."""
@@ -146,7 +154,7 @@ class Run:
     def __repr__(self) -> str:
         b = self.benchmark
         return (f"Run(policy={self.result.policy!r}, cost={self.result.cost_model!r}, requests={b.completed}, "
-                f"steps={len(self.result.steps)}, mean_ttft_ms={b['ttft'].mean:.4g}, "
+                f"steps={self.num_steps}, mean_ttft_ms={b['ttft'].mean:.4g}, "
                 f"mean_tpot_ms={b['tpot'].mean:.4g}, duration_s={b.duration:.4g}"
                 f"{', OVERLOADED' if self.overload.overloaded else ''})")
 
@@ -156,5 +164,5 @@ class Run:
                        for k, v in to_json(b).items() if isinstance(v, float | int) and not k.startswith("std"))
         warn = f"<p><b>{html.escape(self.overload.sentence())}</b></p>" if self.overload.overloaded else ""
         return (f"<div><p><b>servesim run</b>: policy {html.escape(self.result.policy)}, cost "
-                f"{html.escape(self.result.cost_model)}, {len(self.result.steps)} steps</p>{warn}"
+                f"{html.escape(self.result.cost_model)}, {self.num_steps} steps</p>{warn}"
                 f"<table><tr><th>metric</th><th>value</th></tr>{rows}</table></div>")

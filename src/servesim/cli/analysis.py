@@ -151,14 +151,17 @@ def run_cmd(
                           build_cost(cost, model, gpu, tp, decode_ms, prefill_token_ms, overhead_ms, workload),
                           record=record, progress=progress)
     m = benchmark_metrics(result, ps, slos, warmup, cooldown)
-    over = detect_overload(result)
+    over = detect_overload(result, warmup, cooldown)
     if over.overloaded:
         console.print(over.sentence())
-    console.print(format_result(m, names))
+    console.print(format_result(m, names, request_rate=request_rate), markup=False)
     if server:
-        console.print(format_server(server_metrics(result, ps)))
+        console.print(format_server(server_metrics(result, ps)), markup=False)
     if json_path:
-        data = to_json(m, names) | {"policy": result.policy, "cost_model": result.cost_model,
+        rate = None if request_rate is None else "inf" if request_rate == float("inf") else request_rate
+        data = to_json(m, names) | {"request_rate": rate, "burstiness": burstiness if rate is not None else None,
+                                    "max_concurrency": None,  # servesim's client is open-loop: no cap
+                                    "policy": result.policy, "cost_model": result.cost_model,
                                     "overloaded": over.overloaded, "num_steps": len(result.step_log)}
         json_path.write_text(json.dumps(data, indent=2) + "\n")
         console.print(f"wrote {json_path}")
