@@ -7,8 +7,9 @@ The test looks at the arrival window (first to last arrival), where load is offe
   the window, in requests per second.
 OVERLOADED when arrivals outpace completions by more than 10 % AND the queue grew, over the window, by at least
 max(2, 10 % of the window's arrivals) requests: by its trend, or from the window's first step to its last. Both
-are needed: a short stable run also completes fewer than it admits while it fills, but its queue does not grow. With fewer than MIN_ARRIVALS arrivals in the window
-there is no rate to speak of, and the result says so instead of calling the run stable.
+are needed: a short stable run also completes fewer than it admits while it fills, but its queue does not grow.
+With fewer than MIN_ARRIVALS arrivals in the window there is no rate to speak of, and the result says so instead
+of calling the run stable.
 
 Warm-up and cool-down (`--warmup-s`, `--cooldown-s`) shrink the window to the arrivals the metrics keep: an
 overloaded burst at the end, or a cold start, is then left out of the verdict as it is of the latencies.
