@@ -87,7 +87,7 @@ def test_compare_policies_attributes_the_differences():
     results, notes = run_policies(SEED, ["static", "continuous", "vllm"],
                                   EngineConfig(max_num_batched_tokens=256, max_num_seqs=8), "toy")
     assert notes == ["max_num_batched_tokens 256 applies to the chunking policies only; static, continuous never "
-                     "chunk, so their budget is max_model_len (2005)."]
+                     "chunk, so their budget is vLLM's default without chunking, max(max_model_len, 2048) = 2048."]
     s = compare_sentences(results)
     assert s[1] == ("vllm vs continuous: chunked prefill cut the worst gap between tokens from 204 ms to 29.2 ms; "
                     "the long prompt's TTFT rose from 204.8 ms to 232.8 ms; prompt tokens processed are the same "

@@ -164,3 +164,11 @@ def test_thrash_is_recorded_when_a_victim_is_preempted_again():
 def test_impossible_configurations_are_rejected_before_simulating(cfg, text):
     with pytest.raises(ConfigError, match=text):
         run(reqs(("a", 0, 12, 2)), **cfg)
+
+
+def test_default_budget_is_vllms():
+    # chunked: 2048; not chunked: max(max_model_len, 2048), so the default max_num_seqs (256) always fits
+    tiny = reqs(("a", 0, 8, 2))
+    assert run(tiny, max_num_seqs=256).config.max_num_batched_tokens == 2048
+    assert run(tiny, sched="continuous", max_num_seqs=256).config.max_num_batched_tokens == 2048
+    assert run(reqs(("a", 0, 3000, 2)), sched="continuous").config.max_num_batched_tokens == 3002

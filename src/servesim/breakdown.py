@@ -49,18 +49,8 @@ def bound_by(step: StepRecord) -> Bound:
 
 
 def reasons_recorded(result: SimResult) -> bool:
-    """Whether the step records carry why each request present got nothing (record="full").
-
-    record="summary" keeps no records and record="steps" keeps them without reasons. A full run records a reason
-    for every request present that got nothing (queued, or running but left out), so records where someone got
-    nothing and no reason is recorded anywhere come from "steps".
-    NOTE: a heuristic only because `SimResult` does not carry its record level.
-    """
-    if not result.steps:
-        return False
-    if any(s.waiting for s in result.steps):
-        return True
-    return not any(s.num_waiting_after or s.num_running_after > len(s.scheduled) for s in result.steps)
+    """Whether the step records carry why each request present got nothing (record="full")."""
+    return result.record == "full" and bool(result.steps)
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,7 +23,8 @@ from servesim.result import SimResult
 def run_policies(requests: Sequence[Request], policies: Sequence[str], config: EngineConfig,
                  cost: CostModel | str) -> tuple[dict[str, SimResult], list[str]]:
     """Each policy on the same workload. A token budget applies to chunking policies only (static and continuous
-    never chunk, so vLLM would reject a budget below max_model_len): the others get max_model_len, and a note."""
+    never chunk, so vLLM would reject a budget below max_model_len): the others get vLLM's default without
+    chunking, max(max_model_len, 2048), and a note."""
     results, notes, skipped = {}, [], []
     for name in policies:
         cfg = config
@@ -33,7 +34,8 @@ def run_policies(requests: Sequence[Request], policies: Sequence[str], config: E
     if skipped:
         budget = results[skipped[0]].config.max_num_batched_tokens
         notes.append(f"max_num_batched_tokens {config.max_num_batched_tokens} applies to the chunking policies only; "
-                     f"{', '.join(skipped)} never chunk, so their budget is max_model_len ({budget}).")
+                     f"{', '.join(skipped)} never chunk, so their budget is vLLM's default without chunking, "
+                     f"max(max_model_len, 2048) = {budget}.")
     return results, notes
 
 

@@ -8,12 +8,12 @@ from servesim.errors import ConfigError
 
 PREEMPTION_MODES = ("recompute", "swap")
 QUEUE_POLICIES = ("fcfs", "priority")
-DEFAULT_CHUNKED_BUDGET = 2048
+DEFAULT_BUDGET = 2048
 
 
 @dataclass(frozen=True, slots=True)
 class EngineConfig:
-    # token budget per step; None = 2048 with chunked prefill (vLLM's online-serving default), else max_model_len
+    # token budget per step; None = 2048 with chunked prefill, else max(max_model_len, 2048), as vLLM
     max_num_batched_tokens: int | None = None
     max_num_seqs: int = 256
     enable_chunked_prefill: bool = True
@@ -61,7 +61,9 @@ class EngineConfig:
         if cfg.max_model_len is None:
             cfg = replace(cfg, max_model_len=longest_request)
         if cfg.max_num_batched_tokens is None:
-            budget = DEFAULT_CHUNKED_BUDGET if cfg.enable_chunked_prefill else cfg.max_model_len
+            # vLLM's defaults: 2048 with chunked prefill; without, enough for the longest request, and never less
+            # than 2048 (so the default max_num_seqs of 256 always fits the budget)
+            budget = DEFAULT_BUDGET if cfg.enable_chunked_prefill else max(cfg.max_model_len, DEFAULT_BUDGET)
             cfg = replace(cfg, max_num_batched_tokens=budget)
         if not cfg.enable_chunked_prefill and cfg.max_num_batched_tokens < cfg.max_model_len:
             raise ConfigError(

@@ -211,7 +211,7 @@ def simulate(
             s.num_prefill_chunks, s.time_preempted,
         )
     return SimResult(policy, cost_model.name, cfg, tuple(steps), tuple(timelines), tuple(preemptions),
-                     log.freeze(cfg.usable_blocks))
+                     log.freeze(cfg.usable_blocks), record)
 
 
 def _advance(plan: Stretch, sched, first_step: int, arrivals: tuple[str, ...], record: str,

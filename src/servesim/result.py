@@ -18,6 +18,7 @@ class SimResult:
     requests: tuple[RequestTimeline, ...]  # in workload order
     preemptions: tuple[Preemption, ...]
     step_log: StepArrays | None = None  # compact per-step arrays, kept at every record level
+    record: str = "full"  # which step records were kept: full (with waiting reasons) | steps | summary
 
     @property
     def makespan(self) -> float:
