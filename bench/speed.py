@@ -26,7 +26,8 @@ from pathlib import Path
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 AZURE_CONV = SHARED / "traces" / "AzureLLMInferenceTrace_conv.csv"
-ARXIV = SHARED / "peer-data" / "vidur" / "processed_traces" / "arxiv_summarization_stats_llama2_tokenizer_filtered_v2.csv"
+ARXIV = (SHARED / "peer-data" / "vidur" / "processed_traces"
+         / "arxiv_summarization_stats_llama2_tokenizer_filtered_v2.csv")
 
 
 def _child(code: str) -> dict:
