@@ -76,7 +76,7 @@ def request_breakdown(result: SimResult) -> RequestBreakdown:
     arrival = np.fromiter((r.arrival_time for r in reqs), float, n)
     first_sched = np.fromiter((np.nan if r.first_scheduled_time is None else r.first_scheduled_time for r in reqs),
                               float, n)
-    first_tok = np.fromiter((r.token_times[0] if r.token_times else np.nan for r in reqs), float, n)
+    first_tok = np.fromiter((np.nan if r.first_token_time is None else r.first_token_time for r in reqs), float, n)
     return RequestBreakdown(
         tuple(index), first_sched - arrival, first_tok - first_sched,
         np.fromiter((r.time_preempted for r in reqs), float, n),

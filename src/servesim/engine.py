@@ -17,7 +17,7 @@ from servesim.errors import ConfigError
 from servesim.fastpath import Stretch, all_decoding, is_steady, plan_stretch
 from servesim.kv import blocks_for
 from servesim.policies import make_scheduler, policy_class
-from servesim.records import Kind, RequestTimeline, ScheduledEntry, StepRecord
+from servesim.records import Kind, RequestTimeline, ScheduledEntry, StepRecord, TokenClock
 from servesim.request import Request, RequestState, RequestStatus
 from servesim.result import SimResult
 from servesim.steplog import StepLog
@@ -172,7 +172,7 @@ def simulate(
             s.num_computed_tokens += n
             if s.num_computed_tokens == s.num_tokens:
                 s.num_output_tokens += 1
-                s.token_times.append(end)
+                s.sampled(step)
                 s.sampled_since_admission = True
                 if s.num_output_tokens == s.request.output_len:
                     s.finish_time = end
@@ -203,22 +203,24 @@ def simulate(
         now = end
         step += 1
 
+    step_log = log.freeze(cfg.usable_blocks)
+    clock = TokenClock(step_log.start_time + step_log.duration)  # the same floats as each step's `end`
     timelines = [None] * len(states)
     for s in states:
         timelines[s.index] = RequestTimeline(
             s.request_id, s.request.arrival_time, s.request.prompt_len, s.request.output_len,
-            s.first_scheduled_time, tuple(s.token_times), s.finish_time, s.num_preemptions, s.request.priority,
-            s.num_prefill_chunks, s.time_preempted,
+            s.first_scheduled_time, tuple(s.token_runs), s.finish_time, s.num_preemptions, s.request.priority,
+            s.num_prefill_chunks, s.time_preempted, clock,
         )
     return SimResult(policy, cost_model.name, cfg, tuple(steps), tuple(timelines), tuple(preemptions),
-                     log.freeze(cfg.usable_blocks), record)
+                     step_log, record)
 
 
 def _advance(plan: Stretch, sched, first_step: int, arrivals: tuple[str, ...], record: str,
              steps: list[StepRecord], log: StepLog) -> int:
     """Apply a steady stretch: every running request decodes k tokens; returns how many finished."""
     k, n, kv = plan.k, len(plan.running), sched.kv
-    ends = plan.ends
+    last_end = plan.starts[-1] + plan.durations[-1]
     free0 = kv.free_blocks
     num_waiting = len(sched.waiting) + len(sched.swapped)
     # the KV pool after each step's allocation (nobody frees blocks before the last step's finishes)
@@ -234,10 +236,10 @@ def _advance(plan: Stretch, sched, first_step: int, arrivals: tuple[str, ...], r
     for s in plan.running:
         s.num_computed_tokens += k
         s.num_output_tokens += k
-        s.token_times.extend(ends)
+        s.sampled(first_step, k)
         kv.allocate(s, s.num_computed_tokens)
         if s.num_output_tokens == s.request.output_len:
-            s.finish_time = ends[-1]
+            s.finish_time = last_end
             finished.append(s)
     for s in finished:
         sched.finish(s)

@@ -10,7 +10,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from servesim.records import StepRecord
+from servesim.records import RequestTimeline, StepRecord
 from servesim.result import SimResult
 
 
@@ -30,6 +30,12 @@ def step_to_dict(step: StepRecord) -> dict[str, Any]:
     return d
 
 
+def timeline_to_dict(r: RequestTimeline) -> dict[str, Any]:
+    d = {f.name: getattr(r, f.name) for f in fields(r) if f.name not in ("token_steps", "clock")}
+    d["token_times"] = list(r.token_times)
+    return d
+
+
 def result_to_dict(result: SimResult) -> dict[str, Any]:
     cfg = {f.name: getattr(result.config, f.name) for f in fields(result.config)}
     return {
@@ -37,7 +43,7 @@ def result_to_dict(result: SimResult) -> dict[str, Any]:
         "cost_model": result.cost_model,
         "config": cfg,
         "steps": [step_to_dict(s) for s in result.steps],
-        "requests": [_plain(asdict(r)) for r in result.requests],
+        "requests": [timeline_to_dict(r) for r in result.requests],
         "preemptions": [_plain(asdict(p)) for p in result.preemptions],
     }
 

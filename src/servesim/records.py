@@ -9,6 +9,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+import numpy as np
+
 
 class Kind(str, enum.Enum):
     PREFILL = "prefill"  # the request has not sampled since its last admission
@@ -98,25 +100,67 @@ class StepRecord:
         return sum(e.num_scheduled_tokens for e in self.scheduled if e.kind is Kind.PREFILL)
 
 
+class TokenClock:
+    """The end time of every step of a run, shared by all its timelines: a token sampled in step i came at
+    `ends[i]`. Timelines keep step indices, in runs, instead of a float per token (a million requests' tokens
+    would not fit in memory as Python floats)."""
+
+    __slots__ = ("ends",)
+
+    def __init__(self, ends: np.ndarray) -> None:
+        self.ends = ends
+
+    def times(self, runs: tuple[int, ...]) -> tuple[float, ...]:
+        out: list[float] = []
+        ends = self.ends
+        for i in range(0, len(runs), 2):
+            out.extend(ends[runs[i]:runs[i] + runs[i + 1]].tolist())
+        return tuple(out)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, TokenClock) and (self is other or np.array_equal(self.ends, other.ends))
+
+    __hash__ = None
+
+
 @dataclass(frozen=True, slots=True)
 class RequestTimeline:
-    """One request's life in seconds: arrival, first scheduled, every token, finish."""
+    """One request's life in seconds: arrival, first scheduled, every token, finish.
+
+    Tokens are kept as runs of consecutive steps (`token_steps` = (first step, count, first step, count, ...)):
+    a decoding request samples in every step, so one run per admission. `token_times` expands them.
+    """
 
     id: str
     arrival_time: float
     prompt_len: int
     output_len: int
     first_scheduled_time: float | None
-    token_times: tuple[float, ...]
+    token_steps: tuple[int, ...]
     finish_time: float | None
     num_preemptions: int
     priority: int = 0
     num_prefill_chunks: int = 0  # prompt chunks, recomputation after a preemption included
     time_preempted: float = 0.0  # seconds spent preempted (preemption step start to resuming step start)
+    clock: TokenClock | None = None
+
+    @property
+    def token_times(self) -> tuple[float, ...]:
+        """When each output token was sampled (the end of its step), in seconds."""
+        return self.clock.times(self.token_steps) if self.token_steps else ()
+
+    @property
+    def num_tokens(self) -> int:
+        return sum(self.token_steps[1::2])
+
+    @property
+    def first_token_time(self) -> float | None:
+        return float(self.clock.ends[self.token_steps[0]]) if self.token_steps else None
 
     @property
     def ttft(self) -> float | None:
-        return self.token_times[0] - self.arrival_time if self.token_times else None
+        first = self.first_token_time
+        return None if first is None else first - self.arrival_time
 
     @property
     def e2el(self) -> float | None:

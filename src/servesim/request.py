@@ -60,9 +60,9 @@ class RequestState:
     num_prefill_chunks: int = 0  # prompt chunks scheduled, recomputation after a preemption included
     preempted_at: float | None = None  # start of the step that preempted it, until it resumes
     time_preempted: float = 0.0  # seconds from each preemption to the start of the step that resumed it
-    # timeline (seconds); token_times[i] is when output token i was produced
+    # timeline (seconds); output tokens as runs of steps: [first step, count, first step, count, ...]
     first_scheduled_time: float | None = None
-    token_times: list[float] = field(default_factory=list)
+    token_runs: list[int] = field(default_factory=list)
     finish_time: float | None = None
 
     @property
@@ -80,6 +80,14 @@ class RequestState:
         if self.status is RequestStatus.FINISHED:
             return 0
         return self.request.prompt_len + self.num_output_tokens - self.num_computed_tokens
+
+    def sampled(self, step: int, count: int = 1) -> None:
+        """Record `count` tokens sampled in consecutive steps from `step`."""
+        runs = self.token_runs
+        if runs and runs[-2] + runs[-1] == step:
+            runs[-1] += count
+        else:
+            runs += (step, count)
 
     @property
     def is_finished(self) -> bool:

@@ -98,7 +98,7 @@ class Run:
         r = self.result.requests
         rb = request_breakdown(self.result)
         n = len(r)
-        first = np.fromiter((x.token_times[0] if x.token_times else np.nan for x in r), float, n)
+        first = np.fromiter((np.nan if x.first_token_time is None else x.first_token_time for x in r), float, n)
         finish = np.fromiter((np.nan if x.finish_time is None else x.finish_time for x in r), float, n)
         arrival = np.fromiter((x.arrival_time for x in r), float, n)
         out = np.fromiter((x.output_len for x in r), np.int64, n)
