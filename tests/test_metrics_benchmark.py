@@ -3,8 +3,12 @@
 import numpy as np
 import pytest
 from helpers import reqs, run
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_properties import scenarios
 
 from servesim.benchmark import (
+    Summary,
     benchmark_metrics,
     format_result,
     parse_goodput,
@@ -32,8 +36,9 @@ def test_seed_per_request_latencies(seed):
     assert a.e2el == pytest.approx([372.8 * MS] * 4 + [252.8 * MS])
     # TPOT = (E2EL - TTFT) / (output - 1): (372.8 - 12.8) / 39 and (252.8 - 232.8) / 4
     assert a.tpot == pytest.approx([360 / 39 * MS] * 4 + [5.0 * MS])
-    assert a.itl.size == 4 * 39 + 4  # every gap, pooled
-    assert a.itl.max() == pytest.approx(29.2 * MS)
+    assert a.pooled_itl().size == 4 * 39 + 4  # every gap, pooled
+    assert a.pooled_itl().max() == pytest.approx(29.2 * MS)
+    assert a.itl_weights.sum() == 4 * 39 + 4
 
 
 def test_seed_summaries_match_vllm_definitions(seed):
@@ -125,7 +130,7 @@ def test_parsers_reject_bad_input():
 def test_itl_pools_gaps_without_crossing_requests():
     # unit cost: a finishes at 1, 2, 3 s; b arrives at 10 s, tokens at 11, 12 s: no 8 s "gap" between a and b
     a = request_arrays(run(reqs(("a", 0, 1, 3), ("b", 10, 1, 2))))
-    assert np.sort(a.itl).tolist() == pytest.approx([1.0, 1.0, 1.0])
+    assert a.pooled_itl().tolist() == pytest.approx([1.0, 1.0, 1.0])
 
 
 def test_peak_output_throughput_and_concurrency_as_vllm_computes_them():
@@ -164,3 +169,31 @@ def test_percentile_metrics_select_sections(seed):
     assert "End-to-end Latency" not in text
     assert "P25 TTFT (ms):                           12.80     " in text.splitlines()
     assert "P75 TTFT (ms):                           12.80     " in text.splitlines()  # rank 3 of [12.8 x 4, 232.8]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.floats(0, 5, allow_nan=False), st.integers(0, 4)), min_size=1, max_size=30),
+       st.lists(st.floats(0.1, 100), min_size=1, max_size=4))
+def test_weighted_statistics_equal_numpys_on_the_repeated_values(pairs, ps):
+    x = np.array([v for v, _ in pairs])
+    w = np.array([c for _, c in pairs])
+    got = Summary.of(x, ps, weights=w)
+    want = Summary.of(np.repeat(x, w), ps)
+    assert got.count == want.count
+    if want.count:
+        assert got.mean == pytest.approx(want.mean, rel=1e-9, abs=1e-9)
+        assert got.std == pytest.approx(want.std, rel=1e-6, abs=1e-6)
+        assert got.median == pytest.approx(want.median, rel=1e-9, abs=1e-9)
+        assert [v for _, v in got.percentiles] == pytest.approx([v for _, v in want.percentiles], rel=1e-9, abs=1e-9)
+
+
+@settings(max_examples=100, deadline=None)
+@given(scenarios())
+def test_itl_from_token_runs_equals_every_gap_of_every_request(scenario):
+    requests, config, policy = scenario
+    r = simulate(requests, config, policy, "toy", record="summary")
+    a = request_arrays(r)
+    gaps = np.sort(np.concatenate([np.diff(t.token_times) for t in r.requests] + [np.zeros(0)]))
+    assert a.pooled_itl() == pytest.approx(gaps, rel=1e-12, abs=1e-15)
+    tokens = sum(len(t.token_times) for t in r.requests)
+    assert a.step_tokens.sum() == tokens

@@ -52,15 +52,44 @@ class Summary:
     count: int  # values behind the statistics (0: all are vLLM's placeholder 0)
 
     @classmethod
-    def of(cls, seconds: np.ndarray, percentiles: Sequence[float], scale: float = 1000.0) -> Summary:
+    def of(cls, seconds: np.ndarray, percentiles: Sequence[float], scale: float = 1000.0,
+           weights: np.ndarray | None = None) -> Summary:
         """Statistics of `seconds`, then x `scale` (ms by default; scale 1 for counts), as vLLM does
-        (`np.mean(ttfts) * 1000`). One partition serves every percentile: millions of ITLs cost ~0.05 s."""
+        (`np.mean(ttfts) * 1000`). One partition serves every percentile: millions of ITLs cost ~0.05 s.
+        `weights` (whole counts) stand for repeating each value that many times, with the same results as numpy
+        on the repeated data: how a run's pooled ITLs are summarised without materialising them."""
+        if weights is not None:
+            return cls._weighted(seconds, weights, percentiles, scale)
         x = seconds if seconds.size else np.zeros(1)  # NOTE: vLLM reports 0 for an empty list
         ps = [float(p) for p in percentiles]
         # the median is the linear 50th percentile (np.median's value up to the last bit): one partition for all
         values = (np.percentile(x, [50.0, *ps]) * scale).tolist()
         return cls(float(np.mean(x)) * scale, values[0], float(np.std(x)) * scale,
                    tuple(zip(ps, values[1:])), int(seconds.size))
+
+    @classmethod
+    def _weighted(cls, x: np.ndarray, w: np.ndarray, percentiles: Sequence[float], scale: float) -> Summary:
+        keep = w > 0
+        x, w = x[keep], w[keep].astype(np.int64)
+        n = int(w.sum())
+        ps = [float(p) for p in percentiles]
+        if n == 0:
+            return cls.of(np.zeros(0), ps, scale)
+        order = np.argsort(x, kind="stable")
+        x, w = x[order], w[order]
+        cum = np.cumsum(w)
+
+        def at(rank: np.ndarray) -> np.ndarray:  # the value at each 0-based rank of the repeated, sorted data
+            return x[np.searchsorted(cum, rank, side="right")]
+
+        # numpy's linear method: rank p/100 x (n - 1), interpolated between its neighbours
+        rank = np.array([50.0, *ps]) / 100 * (n - 1)
+        lo, hi = np.floor(rank), np.ceil(rank)
+        vlo, vhi = at(lo), at(hi)
+        values = ((vlo + (vhi - vlo) * (rank - lo)) * scale).tolist()
+        mean = float(np.dot(x, w) / n)
+        std = float(np.sqrt(np.dot(w, (x - mean) ** 2) / n))
+        return cls(mean * scale, values[0], std * scale, tuple(zip(ps, values[1:])), n)
 
     def percentile(self, p: float) -> float:
         for q, v in self.percentiles:
@@ -80,9 +109,15 @@ class RequestArrays:
     ttft: np.ndarray
     e2el: np.ndarray
     tpot: np.ndarray  # NaN where output_len == 1
-    itl: np.ndarray  # all gaps pooled (not per request)
+    itl: np.ndarray  # the distinct gaps between consecutive tokens of one request, all requests pooled
+    itl_weights: np.ndarray  # how many times each gap occurs (a step's gap is shared by every request decoding)
     finish: np.ndarray
-    token_times: np.ndarray  # every output token's time, request after request (for the peak throughput)
+    step_ends: np.ndarray  # end of every step, seconds
+    step_tokens: np.ndarray  # output tokens sampled in each step by the kept requests (for the peak throughput)
+
+    def pooled_itl(self) -> np.ndarray:
+        """Every gap between consecutive tokens of one request, all requests pooled (vLLM's ITL list), sorted."""
+        return np.sort(np.repeat(self.itl, self.itl_weights))
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,38 +146,60 @@ def _percentile_word(p: float) -> str:
 
 
 def request_arrays(result: SimResult, keep: np.ndarray | None = None) -> RequestArrays:
-    """Flat arrays of the completed requests' latencies (optionally only where `keep` is true)."""
+    """Flat arrays of the completed requests' latencies (optionally only where `keep` is true).
+
+    Tokens come as runs of consecutive steps (`RequestTimeline.token_steps`): inside a run the gaps are the
+    differences of consecutive step ends, counted once per request decoding in that step; between runs (a
+    preemption, a step the request sat out) the gap is one value. No per-token array is built.
+    """
     reqs = result.requests
     n = len(reqs)
-    done = np.fromiter((r.finish_time is not None and bool(r.token_times) for r in reqs), bool, n)
+    done = np.fromiter((r.finish_time is not None and bool(r.token_steps) for r in reqs), bool, n)
     if keep is not None:
         done &= keep
     idx = np.flatnonzero(done)
     sel = [reqs[i] for i in idx]
-    arrival = np.fromiter((r.arrival_time for r in sel), float, len(sel))
-    first = np.fromiter((r.token_times[0] for r in sel), float, len(sel))
-    finish = np.fromiter((r.finish_time for r in sel), float, len(sel))
-    out = np.fromiter((r.output_len for r in sel), np.int64, len(sel))
-    prompt = np.fromiter((r.prompt_len for r in sel), np.int64, len(sel))
-    lengths = np.fromiter((len(r.token_times) for r in sel), np.int64, len(sel))
-    flat = np.fromiter(itertools.chain.from_iterable(r.token_times for r in sel), float, int(lengths.sum()))
-    gaps = np.diff(flat)
-    if lengths.size > 1:  # drop the "gaps" that span two requests
-        inside = np.ones(gaps.size, bool)
-        inside[np.cumsum(lengths)[:-1] - 1] = False
-        gaps = gaps[inside]
+    m = len(sel)
+    arrival = np.fromiter((r.arrival_time for r in sel), float, m)
+    finish = np.fromiter((r.finish_time for r in sel), float, m)
+    out = np.fromiter((r.output_len for r in sel), np.int64, m)
+    prompt = np.fromiter((r.prompt_len for r in sel), np.int64, m)
+    ends = sel[0].clock.ends if sel else np.zeros(0)
+    nruns = np.fromiter((len(r.token_steps) // 2 for r in sel), np.int64, m)
+    flat = np.fromiter(itertools.chain.from_iterable(r.token_steps for r in sel), np.int64, int(2 * nruns.sum()))
+    start, count = flat[0::2], flat[1::2]
+    first_run = np.cumsum(nruns) - nruns
+    first = ends[start[first_run]] if m else np.zeros(0)
+    # inside runs: the gap ending at step i+1 counts once per run holding steps i and i+1
+    inside = np.zeros(ends.size + 1, np.int64)
+    long = count > 1
+    np.add.at(inside, start[long], 1)
+    np.add.at(inside, start[long] + count[long] - 1, -1)
+    weights = np.cumsum(inside)[:max(ends.size - 1, 0)]
+    # between runs of one request: one gap each
+    later = np.ones(start.size, bool)
+    later[first_run] = False
+    prev = np.flatnonzero(later) - 1
+    between = ends[start[later]] - ends[start[prev] + count[prev] - 1]
+    itl = np.concatenate([np.diff(ends), between])
+    itl_w = np.concatenate([weights, np.ones(between.size, np.int64)])
+    samples = np.zeros(ends.size + 1, np.int64)
+    np.add.at(samples, start, 1)
+    np.add.at(samples, start + count, -1)
     ttft, e2el = first - arrival, finish - arrival
     with np.errstate(divide="ignore", invalid="ignore"):
         tpot = np.where(out > 1, (e2el - ttft) / np.maximum(out - 1, 1), np.nan)
-    return RequestArrays(tuple(r.id for r in sel), arrival, prompt, out, ttft, e2el, tpot, gaps, finish, flat)
+    return RequestArrays(tuple(r.id for r in sel), arrival, prompt, out, ttft, e2el, tpot, itl, itl_w, finish,
+                         ends, np.cumsum(samples)[:ends.size])
 
 
-def peak_output_tokens_per_s(token_times: np.ndarray, start: float) -> float:
+def peak_output_tokens_per_s(step_ends: np.ndarray, step_tokens: np.ndarray, start: float) -> float:
     """vLLM's "Peak output token throughput": output tokens counted in 1-second buckets from `start` (the first
     request sent; here the first kept arrival), bucket = int(t - start); the fullest bucket."""
-    if not token_times.size:
+    if not step_tokens.any():
         return 0.0
-    return float(np.bincount((token_times - start).astype(np.int32)).max())  # int32: runs up to 68 years
+    buckets = (step_ends - start).astype(np.int32)  # int32: runs up to 68 years
+    return float(np.bincount(buckets, weights=step_tokens).max())
 
 
 def peak_concurrency(arrival: np.ndarray, finish: np.ndarray) -> int:
@@ -224,7 +281,7 @@ def benchmark_metrics(
     summaries = {
         "ttft": Summary.of(a.ttft, percentiles),
         "tpot": Summary.of(a.tpot[~np.isnan(a.tpot)], percentiles),
-        "itl": Summary.of(a.itl, percentiles),
+        "itl": Summary.of(a.itl, percentiles, weights=a.itl_weights),
         "e2el": Summary.of(a.e2el, percentiles),
     }
     return BenchmarkMetrics(
@@ -232,7 +289,8 @@ def benchmark_metrics(
         duration=duration, request_throughput=per_s(a.ttft.size), output_throughput=per_s(total_out),
         total_token_throughput=per_s(total_in + total_out),
         request_goodput=per_s(int(good_mask(a, slos).sum())) if slos else None, goodput=slos,
-        max_output_tokens_per_s=peak_output_tokens_per_s(a.token_times, float(a.arrival.min(initial=0.0))),
+        max_output_tokens_per_s=peak_output_tokens_per_s(a.step_ends, a.step_tokens,
+                                                         float(a.arrival.min(initial=0.0))),
         max_concurrent_requests=peak_concurrency(a.arrival, a.finish),
         summaries=summaries, percentiles=tuple(float(p) for p in percentiles),
     )
