@@ -103,31 +103,29 @@ def simulate(
             sched.add_request(states[nxt])
             arrivals.append(states[nxt].request_id)
             nxt += 1
+        # a steady decode stretch, known without scheduling (nobody waits, everyone decodes) or after it
         next_arrival = states[nxt].request.arrival_time if nxt < len(states) else None
+        plan = None
         if fast and all_decoding(sched):
             plan = plan_stretch(list(sched.running), sched.kv, cost_model, now, next_arrival)
-            if plan is not None:
-                n_done += _advance(plan, sched, step, tuple(arrivals), record, steps, log)
-                step += plan.k
-                now = plan.starts[-1] + plan.durations[-1]
-                arrivals = []
+        if plan is None:
+            sched.step_index = step
+            out = sched.schedule()
+            if not out.scheduled and not out.preempted and not release:
+                if nxt == len(states):
+                    raise RuntimeError(f"no request can run at t={now} and none will arrive (a servesim bug)")
+                now = max(now, states[nxt].request.arrival_time)
                 continue
-        sched.step_index = step
-        out = sched.schedule()
-        if not out.scheduled and not out.preempted and not release:
-            if nxt == len(states):
-                raise RuntimeError(f"no request can run at t={now} and none will arrive (a servesim bug)")
-            now = max(now, states[nxt].request.arrival_time)
+            if fast and is_steady(out, sched, need_empty_queue=record == "full"):
+                plan = plan_stretch(list(out.scheduled), sched.kv, cost_model, now, next_arrival)
+                if plan is not None and plan.k == 1:
+                    plan = None  # one step: the ordinary path below records it
+        if plan is not None:
+            n_done += _advance(plan, sched, step, tuple(arrivals), record, steps, log)
+            step += plan.k
+            now = plan.starts[-1] + plan.durations[-1]
+            arrivals = []
             continue
-
-        if fast and is_steady(out, sched, need_empty_queue=record == "full"):
-            plan = plan_stretch(list(out.scheduled), sched.kv, cost_model, now, next_arrival)
-            if plan is not None and plan.k > 1:
-                n_done += _advance(plan, sched, step, tuple(arrivals), record, steps, log)
-                step += plan.k
-                now = plan.starts[-1] + plan.durations[-1]
-                arrivals = []
-                continue
 
         free_after_schedule = sched.kv.free_blocks
         # the step's shape and duration
