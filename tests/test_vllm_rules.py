@@ -172,3 +172,16 @@ def test_default_budget_is_vllms():
     assert run(tiny, max_num_seqs=256).config.max_num_batched_tokens == 2048
     assert run(tiny, sched="continuous", max_num_seqs=256).config.max_num_batched_tokens == 2048
     assert run(reqs(("a", 0, 3000, 2)), sched="continuous").config.max_num_batched_tokens == 3002
+
+
+def test_without_reserve_full_isl_admission_needs_only_the_first_chunks_blocks():
+    # 11 blocks of 4 (10 usable). In step 1 B decodes its 9th token (3 blocks held, 7 free) and A (40-token
+    # prompt) arrives: with the full-ISL reservation A needs 10 blocks; without it, 4 for its first chunk of
+    # 16 - 1 = 15 tokens.
+    requests = reqs(("B", 0, 8, 6), ("A", 1, 40, 1))
+    full = run(requests, max_num_batched_tokens=16, block_size=4, num_gpu_blocks=11)
+    first = run(requests, max_num_batched_tokens=16, block_size=4, num_gpu_blocks=11,
+                scheduler_reserve_full_isl=False)
+    assert tokens(full)[1] == [("B", 1)]
+    assert next(w for w in full.steps[1].waiting if w.id == "A").detail == "needs 10 blocks, 7 free"
+    assert tokens(first)[1] == [("B", 1), ("A", 15)]

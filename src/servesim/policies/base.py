@@ -100,9 +100,11 @@ class Scheduler:
         self.out.resumed.add(s)
         self.admit(s, num_new_tokens)
 
-    def admission_blocks(self, s: RequestState) -> int:
-        """Blocks a queued request must find free to be admitted (vLLM's `scheduler_reserve_full_isl`)."""
-        return blocks_for(s.num_tokens, self.config.block_size)
+    def admission_blocks(self, s: RequestState, num_new_tokens: int) -> int:
+        """Blocks a queued request must find free to be admitted: for its whole current length with vLLM's
+        `scheduler_reserve_full_isl` (the default), else for the chunk it is about to get."""
+        tokens = s.num_tokens if self.config.scheduler_reserve_full_isl else num_new_tokens
+        return blocks_for(tokens, self.config.block_size)
 
     def watermark_blocks(self) -> int:
         cfg = self.config

@@ -63,11 +63,11 @@ class VLLMScheduler(Scheduler):
             return out
         while len(self.waiting):
             req = self.waiting.peek()
-            why = self._cannot_admit(req, budget)
+            n = min(req.num_tokens_needed, budget, cap or budget)
+            why = self._cannot_admit(req, budget, n)
             if why:
                 self.note_rest(self.waiting, *why)
                 break
-            n = min(req.num_tokens_needed, budget, cap or budget)
             kv.allocate(req, n)
             self.waiting.pop()
             if req.num_preemptions:
@@ -76,7 +76,7 @@ class VLLMScheduler(Scheduler):
             budget -= n
         return out
 
-    def _cannot_admit(self, req: RequestState, budget: int) -> tuple[Reason, str, bool] | None:
+    def _cannot_admit(self, req: RequestState, budget: int, n: int) -> tuple[Reason, str, bool] | None:
         cfg = self.config
         if len(self.running) >= cfg.max_num_seqs:
             return Reason.MAX_NUM_SEQS, f"{len(self.running)} running = max_num_seqs", True
@@ -84,7 +84,7 @@ class VLLMScheduler(Scheduler):
             return Reason.TOKEN_BUDGET, f"0 of {cfg.max_num_batched_tokens} tokens left", True
         if not cfg.enable_chunked_prefill and req.num_tokens_needed > budget:
             return Reason.TOKEN_BUDGET, f"needs {req.num_tokens_needed} tokens, {budget} left, chunking off", False
-        need = self.admission_blocks(req) + self.watermark_blocks()
+        need = self.admission_blocks(req, n) + self.watermark_blocks()
         if not self.kv.can_fit(need):
             return Reason.KV_BLOCKS, f"needs {need} blocks, {self.kv.free_blocks} free", False
         return None
