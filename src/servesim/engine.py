@@ -70,6 +70,7 @@ def simulate(
     check_invariants: bool = False,
     fast: bool = True,
     progress: Callable[[float, int, int, int], None] | None = None,
+    sink: Callable[[StepRecord], None] | None = None,
 ) -> SimResult:
     """Run `requests` through `policy` and return step records, per-request timelines and preemptions.
 
@@ -77,6 +78,8 @@ def simulate(
     records without reasons; "summary" keeps only compact per-step arrays (`SimResult.step_log`).
     `fast`: advance steady decode stretches in closed form (`servesim.fastpath`); the result is the same.
     `progress(now, finished, total, waiting)` is called every few thousand iterations (for a progress bar).
+    `sink`: each step record (at record "full" or "steps") goes to it instead of into the result, so a large run
+    can stream its records to disk (`servesim.parquet.ParquetRecords`) without holding them.
     """
     if record not in RECORD_LEVELS:
         raise ConfigError(f"unknown record level {record!r}; valid: {', '.join(RECORD_LEVELS)}")
@@ -89,6 +92,7 @@ def simulate(
     fast = fast and not cfg.async_scheduling and not check_invariants
 
     steps: list[StepRecord] = []
+    emit = steps.append if sink is None else sink
     log = StepLog()
     preemptions = []
     now, step, nxt, n_done = 0.0, 0, 0, 0
@@ -121,7 +125,7 @@ def simulate(
                 if plan is not None and plan.k == 1:
                     plan = None  # one step: the ordinary path below records it
         if plan is not None:
-            n_done += _advance(plan, sched, step, tuple(arrivals), record, steps, log)
+            n_done += _advance(plan, sched, step, tuple(arrivals), record, emit, log)
             step += plan.k
             now = plan.starts[-1] + plan.durations[-1]
             arrivals = []
@@ -188,7 +192,7 @@ def simulate(
         log.add(now, duration, len(sched_items), shape.num_tokens, shape.num_prefill_tokens, shape.num_decodes,
                 free_after_schedule, len(sched.running), num_waiting, len(out.preempted))
         if record != "summary":
-            steps.append(StepRecord(
+            emit(StepRecord(
                 step=step, start_time=now, duration=duration, arrivals=tuple(arrivals),
                 scheduled=tuple(entries), preempted=tuple(s.request_id for s in out.preempted),
                 finished=tuple(finished), waiting=tuple(out.waiting),
@@ -215,7 +219,7 @@ def simulate(
 
 
 def _advance(plan: Stretch, sched, first_step: int, arrivals: tuple[str, ...], record: str,
-             steps: list[StepRecord], log: StepLog) -> int:
+             emit: Callable[[StepRecord], None], log: StepLog) -> int:
     """Apply a steady stretch: every running request decodes k tokens; returns how many finished."""
     k, n, kv = plan.k, len(plan.running), sched.kv
     last_end = plan.starts[-1] + plan.durations[-1]
@@ -229,7 +233,7 @@ def _advance(plan: Stretch, sched, first_step: int, arrivals: tuple[str, ...], r
             free -= g
             free_after[j] = free
     if record != "summary":
-        _stretch_records(plan, sched, first_step, arrivals, steps, free_after, num_waiting)
+        _stretch_records(plan, sched, first_step, arrivals, emit, free_after, num_waiting)
     finished = []
     for s in plan.running:
         s.num_computed_tokens += k
@@ -245,7 +249,8 @@ def _advance(plan: Stretch, sched, first_step: int, arrivals: tuple[str, ...], r
     return len(finished)
 
 
-def _stretch_records(plan: Stretch, sched, first_step: int, arrivals: tuple[str, ...], steps: list[StepRecord],
+def _stretch_records(plan: Stretch, sched, first_step: int, arrivals: tuple[str, ...],
+                     emit: Callable[[StepRecord], None],
                      free_after: list[int], num_waiting: int) -> None:
     """The step records a step-by-step run would have written for the stretch."""
     k, n, bs = plan.k, len(plan.running), sched.kv.block_size
@@ -262,7 +267,7 @@ def _stretch_records(plan: Stretch, sched, first_step: int, arrivals: tuple[str,
         fin = tuple(ids[i] for i in range(n) if last[i]) if j == k - 1 else ()
         freed = sum(e.num_blocks for e, done in zip(entries, last) if done) if fin else 0
         free = None if unlimited else free_after[j]
-        steps.append(StepRecord(
+        emit(StepRecord(
             step=first_step + j, start_time=plan.starts[j], duration=plan.durations[j],
             arrivals=arrivals if j == 0 else (), scheduled=entries, preempted=(), finished=fin, waiting=(),
             num_running_after=n - len(fin), num_waiting_after=num_waiting,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Annotated
 
@@ -53,6 +54,7 @@ from servesim.config import EngineConfig
 from servesim.cost import COST_MODELS, CostModel, get_cost_model
 from servesim.engine import simulate
 from servesim.errors import ConfigError
+from servesim.parquet import ParquetRecords
 
 console = Console(highlight=False, soft_wrap=True)
 
@@ -127,6 +129,9 @@ def run_cmd(
     json_path: Annotated[Path | None, typer.Option("--json", help="Write vLLM's result keys here.")] = None,
     server: Annotated[bool, typer.Option(help="Also print the server-side breakdown.")] = True,
     record: Record = "summary",
+    records_dir: Annotated[Path | None, typer.Option(
+        "--records", help="Stream the step records to DIR/steps.parquet, scheduled.parquet and waiting.parquet "
+                          "(with --record steps or full) instead of holding them.")] = None,
 ) -> None:
     """Simulate and print `vllm bench serve`'s "Serving Benchmark Result" block (same labels and layout), the
     server-side breakdown only a simulator can give, and OVERLOADED with its evidence when the queue is unstable."""
@@ -146,10 +151,13 @@ def run_cmd(
     cfg = _config(max_num_batched_tokens, max_num_seqs, long_prefill_token_threshold, no_chunked_prefill,
                   num_gpu_blocks, watermark, preemption_mode, max_model_len)
     reqs = workload_from_options(workload, **loader_options(locals()))
-    with SimProgress() as progress:
-        result = simulate(reqs, cfg, policy,
-                          build_cost(cost, model, gpu, tp, decode_ms, prefill_token_ms, overhead_ms, workload),
-                          record=record, progress=progress)
+    if records_dir is not None and record == "summary":
+        raise ConfigError("--records writes step records: give --record steps or --record full with it")
+    cm = build_cost(cost, model, gpu, tp, decode_ms, prefill_token_ms, overhead_ms, workload)
+    with SimProgress() as progress, (ParquetRecords(records_dir) if records_dir else nullcontext()) as sink:
+        result = simulate(reqs, cfg, policy, cm, record=record, progress=progress, sink=sink)
+    if records_dir is not None:
+        console.print(f"wrote step records to {records_dir}/")
     m = benchmark_metrics(result, ps, slos, warmup, cooldown)
     over = detect_overload(result, warmup, cooldown)
     if over.overloaded:
