@@ -75,6 +75,7 @@ def test_rule4_priority_victim_gives_back_tokens_already_scheduled():
     assert r.steps[4].preempted == ("lo",)
     assert r.steps[4].total_scheduled_tokens == 1
     assert t[11] == [("lo", 8)]  # hi finished at step 10; lo recomputes 4 prompt + 4 outputs
+    # step 11 samples lo's 5th token; its last 5 come in steps 12-16, and step 16 ends at 17 s (unit clock)
     assert r.request("lo").finish_time == 17.0
 
 
@@ -102,11 +103,14 @@ def test_rule6_watermark_is_kept_free_only_when_something_runs():
     r = run(reqs(("a", 0, 16, 2), ("b", 0, 16, 2)), max_num_batched_tokens=64, block_size=4,
             num_gpu_blocks=10, watermark=0.2)
     assert tokens(r) == [[("a", 16)], [("a", 1)], [("b", 16)], [("b", 1)]]
+    # a runs alone (no watermark) and holds 16 / 4 = 4 blocks; b needs 4 + 2 spare = 6 of the 9 - 4 = 5 free
     w = next(w for w in r.steps[0].waiting if w.id == "b")
     assert w.detail == "needs 6 blocks, 5 free"
 
 
 def test_rule6_admission_reserves_the_whole_prompt_but_allocates_the_first_chunk():
+    # 10 usable blocks: the 40-token prompt reserves 40 / 4 = 10 (all of them, so it is admitted), but only its
+    # first chunk of 16 tokens gets blocks: 4, leaving 10 - 4 = 6 free
     r = run(reqs(("a", 0, 40, 1)), max_num_batched_tokens=16, block_size=4, num_gpu_blocks=11)
     assert r.steps[0].scheduled[0].num_blocks == 4
     assert r.steps[0].free_blocks_after_schedule == 6
@@ -119,7 +123,7 @@ def test_rule7_async_scheduling_returns_the_seat_one_step_later():
     assert tokens(sync) == [[("a", 4)], [("b", 4)]]
     assert tokens(asyn) == [[("a", 4)], [], [("b", 4)], []]
     assert asyn.steps[1].finished_observed == ("a",)
-    assert asyn.request("b").finish_time == 3.0
+    assert asyn.request("b").finish_time == 3.0  # b runs in step 2, which ends at 3 s
 
 
 def test_swap_moves_kv_over_pcie_and_recomputes_nothing():
@@ -137,6 +141,7 @@ def test_swap_moves_kv_over_pcie_and_recomputes_nothing():
 
 
 def test_swap_falls_back_to_recompute_when_the_host_pool_is_full():
+    # swap_space counts blocks: B's 2 blocks do not fit a host pool of 1, so B is recomputed (8 prompt + 1 output)
     r = fcfs_pair(preemption_mode="swap", swap_space=1)
     (p,) = r.preemptions
     assert p.mode == "recompute (swap pool full)" and p.tokens_discarded == 8
@@ -145,9 +150,11 @@ def test_swap_falls_back_to_recompute_when_the_host_pool_is_full():
 
 def test_thrash_is_recorded_when_a_victim_is_preempted_again():
     # 5 usable blocks of 4 tokens; A, B, C (prompt 4, output 12) arrive at steps 0, 1, 2 and each takes 1 block.
-    # Step 3: A and B grow to 2 blocks each, C (newest) is preempted. Step 6: A grows to 3, B is preempted.
-    # Step 11: A finishes; step 12 readmits B (4 + 5 outputs = 9 tokens) and C (4 + 1 = 5): pool full again.
-    # Step 16: B grows to 4 blocks and C is preempted a second time.
+    # By step 2 A and B have grown to 2 blocks each and C holds 1: the pool is full. Step 3: C's 5th token needs a
+    # 2nd block; C (newest) is preempted. Step 5: A's 9th token takes the free block. Step 6: B's 9th token needs
+    # a 3rd block and none is free: B is preempted. Step 11: A finishes (its 12th token); step 12 readmits B
+    # (4 + 5 outputs = 9 tokens, 3 blocks) and C (4 + 1 = 5 tokens, 2 blocks): pool full again.
+    # Step 16: B's 13th token needs a 4th block and C is preempted a second time.
     r = run(reqs(("A", 0, 4, 12), ("B", 1, 4, 12), ("C", 2, 4, 12)), max_num_batched_tokens=32, max_num_seqs=4,
             block_size=4, num_gpu_blocks=6)
     assert [(p.step, p.id, p.repeat) for p in r.preemptions] == [(3, "C", False), (6, "B", False), (16, "C", True)]
@@ -171,6 +178,7 @@ def test_default_budget_is_vllms():
     tiny = reqs(("a", 0, 8, 2))
     assert run(tiny, max_num_seqs=256).config.max_num_batched_tokens == 2048
     assert run(tiny, sched="continuous", max_num_seqs=256).config.max_num_batched_tokens == 2048
+    # max_model_len defaults to the longest request, 3000 + 2 tokens, which is above 2048
     assert run(reqs(("a", 0, 3000, 2)), sched="continuous").config.max_num_batched_tokens == 3002
 
 
