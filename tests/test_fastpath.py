@@ -8,6 +8,7 @@ from test_properties import scenarios
 from servesim.config import EngineConfig
 from servesim.cost import get_cost_model
 from servesim.engine import simulate
+from servesim.request import Request
 from servesim.workloads import load_workload
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -71,11 +72,12 @@ def test_roofline_on_a_real_trace_sample(policy, mode):
 
 
 def test_progress_is_reported_with_simulated_time_requests_done_and_the_queue():
+    # Unit cost, one seat: a (output 5000) runs in steps 0-4999, then b (output 4000) in steps 5000-8999; nobody
+    # is ever idle, so iteration n starts step n - 1 at n - 1 s. Progress comes every 4096 iterations: at 4095 s
+    # (a running, b waiting) and at 8191 s (a done, b running).
     calls = []
-    reqs = load_workload("azure-conv-sample")
-    simulate(reqs, EngineConfig(max_num_batched_tokens=2048), "vllm", "toy", record="summary", fast=False,
-             progress=lambda now, done, total, waiting: calls.append((now, done, total, waiting)))
-    assert len(calls) == 2  # every 4096 iterations; this run takes 10,258 steps
-    assert all(total == len(reqs) for _, _, total, _ in calls)
-    assert [c[0] for c in calls] == sorted(c[0] for c in calls)
-    assert [c[1] for c in calls] == sorted(c[1] for c in calls)
+    reqs = [Request("a", 0.0, 1, 5000), Request("b", 0.0, 1, 4000)]
+    r = simulate(reqs, EngineConfig(max_num_seqs=1), "vllm", "unit", record="summary", fast=False,
+                 progress=lambda now, done, total, waiting: calls.append((now, done, total, waiting)))
+    assert r.makespan == 9000.0
+    assert calls == [(4095.0, 0, 2, 1), (8191.0, 1, 2, 0)]
