@@ -37,8 +37,8 @@ def test_cli_conform_exit_codes(shared, tmp_path):
     assert res.exit_code == 0, res.output
     assert "match" in res.output
     written = json.loads((tmp_path / "o.json").read_text())
-    assert written["summary"]["total_preemptions"] == 3
-    # a trace with one step altered: exit 1 and the first differing step
+    assert written["summary"]["total_preemptions"] == 3  # the recorded trace: request 3 preempted in steps 65, 97, 193
+    # a trace with one step altered (step 65's preemption of request 3 removed): exit 1 and the first differing step
     bad = json.loads(good.read_text())
     bad["steps"][65]["preempted"] = []
     (tmp_path / "bad.json").write_text(json.dumps(bad))

@@ -77,6 +77,7 @@ def test_tensor_parallel_all_reduces():
     ar = [o for o in r.breakdown(StepShape.of(decodes=[10] * 8)) if o.bound == "communication"]
     assert [o.name for o in ar] == ["all_reduce x65 (0.06 MiB each)"]  # 2 per layer + the embedding's
     wire = 2 * (2 - 1) / 2 * (8 * 4096 * 2) / 300e9  # ring, per-direction NVLink (600 GB/s both ways)
+    # a100-80gb.toml's defaults: allreduce_latency_us = 30, interconnect efficiency 0.55
     assert ar[0].seconds == pytest.approx(65 * (30e-6 + wire / 0.55))
     assert Roofline("llama-2-7b", "a100", 1).breakdown(StepShape.of(decodes=[10]))[-1].name == "step overhead"
 

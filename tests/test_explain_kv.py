@@ -87,6 +87,9 @@ def test_the_lesson_answer_counts_the_first_prefill_only(kv):
 
 
 def test_compare_names_the_preemption_behind_the_worst_gap():
+    # continuous: L's whole prompt in step 3 (20.8-224.8 ms) fills the pool (12 + 125 blocks); its first decode in
+    # step 4 needs block 126, so L is preempted. d0-d3 finish in step 39 (224.8 + 36 x 4 = 368.8 ms); L recomputes
+    # its 2001 tokens in one 200.1 ms step: token 2 at 568.9 ms, 344.1 ms after token 1 at 224.8 ms.
     results, _ = run_policies(SEED, ["continuous", "vllm"], EngineConfig(**CFG), "toy")
     assert [(p.step, p.id) for p in results["continuous"].preemptions] == [(4, "L")]
     (s,) = compare_sentences(results)
@@ -98,7 +101,7 @@ def test_notebook_tables_and_pandas(kv):
     r = Run(kv)
     req = r.requests
     assert req.filter(req["id"] == "L")["num_preemptions"].item() == 1
-    assert req.filter(req["id"] == "L")["preempted_ms"].item() == pytest.approx(116)
+    assert req.filter(req["id"] == "L")["preempted_ms"].item() == pytest.approx(116)  # 368.8 - 252.8
     assert r.steps["bound_by"].to_list().count("kv_blocks") == 29
     pd = pytest.importorskip("pandas")
     frame = r.to_pandas("steps")

@@ -71,7 +71,9 @@ def test_static_l_waits_for_the_batch():
 def test_preemption_is_explained_with_its_cost():
     r = run(reqs(("a", 0, 16, 20), ("b", 0, 16, 20)), block_size=16, num_gpu_blocks=4)
     lines = explain_request(r, "b")
-    # 3 usable blocks: a and b hold one each; at token 17 both need a second, 1 is free, b (admitted last) goes
+    # 3 usable blocks: a and b hold one each; at token 17 both need a second, 1 is free, b (admitted last) goes.
+    # Unit clock, step k from k to k + 1 s: a's 20 tokens come in steps 0-19; b is out from step 1's start (1 s)
+    # to step 20's (20 s), held in steps 2-19 (18) for blocks; b's token 1 at 1 s, token 2 at the end of step 20.
     assert lines[2] == (
         "Preempted in step 1 (recompute) with 1 KV block free at the step's start: discarded 16 computed tokens and "
         "freed 1 KV block. It resumed in step 20, 19000 ms later, once a finished in step 19; meanwhile 18 steps "

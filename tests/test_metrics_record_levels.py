@@ -90,6 +90,7 @@ def test_explanations_need_step_records_and_say_when_reasons_are_missing():
 
 def test_notebook_run_in_summary_mode():
     r = Run.simulate("seed", record="summary", max_num_batched_tokens=256, max_num_seqs=8)
+    # steps 0-39: d0-d3 finish their 40th token in step 39 (test_seed.py)
     assert r.num_steps == 40 and r.steps.height == 40 and "steps=40" in repr(r) and "40 steps" in r._repr_html_()
     assert r.steps["bound_by"].null_count() == 40  # unknown, not "nothing"
     assert r.steps["tokens"].sum() == 2288  # 4 x 32 + 2000 prompt tokens, 4 x 39 + 4 decodes

@@ -30,7 +30,7 @@ def test_vllm_chunks_the_long_prompt_beside_four_decodes():
     assert r.steps[0].duration == pytest.approx(12.8 * MS)  # 128 prompt tokens x 0.1 ms
     assert [s.duration for s in r.steps[1:3]] == pytest.approx([4 * MS, 4 * MS])  # 4 decodes x 1 ms
     L = r.request("L")
-    assert L.token_times[0] == pytest.approx(252.8 * MS)
+    assert L.token_times[0] == pytest.approx(252.8 * MS)  # 20.8 + 7 x 29.2 + (4 + 23.6)
     assert L.ttft == pytest.approx(232.8 * MS)
     assert worst_gap(r).seconds == pytest.approx(29.2 * MS)
     assert prefill_chunks(r, "L") == [252] * 7 + [236]
@@ -57,7 +57,9 @@ def test_static_makes_the_long_prompt_wait_for_the_batch():
     assert r.steps[40].duration == pytest.approx(200 * MS)
     assert r.request("L").ttft == pytest.approx(348.8 * MS)
     assert worst_gap(r).seconds == pytest.approx(4 * MS)
-    waits = {w.reason.value for s in r.steps[2:40] for w in s.waiting if w.id == "L"}
+    # L arrives at 20 ms, during step 2 (16.8-20.8 ms): it waits in steps 3-39, always for the batch
+    assert [s.step for s in r.steps if any(w.id == "L" for w in s.waiting)] == list(range(3, 40))
+    waits = {w.reason.value for s in r.steps[3:40] for w in s.waiting if w.id == "L"}
     assert waits == {"batch_closed"}
 
 

@@ -46,6 +46,8 @@ def test_azure_trace_facts(name):
 
 
 def test_mooncake_trace_facts():
+    # SOURCES.md: 12,031 lines; timestamps 0 .. 3,536,999 ms; input mean 12,035 (max 126,195), output mean 343
+    # (max 2,000); len(hash_ids) == ceil(input_length / 512)
     t = load_trace(trace("mooncake_conversation_trace.jsonl"))
     s = workload_stats(t)
     assert s["count"] == 12031

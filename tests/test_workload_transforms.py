@@ -55,10 +55,10 @@ def test_stats_by_hand():
     # gaps 1, 1, 2, 4: mean 2, population std sqrt(((1)+(1)+0+4)/4) = sqrt(1.5)
     assert s["mean_rate"] == 0.5
     assert s["burstiness_cv"] == pytest.approx(math.sqrt(1.5) / 2)
-    assert s["equivalent_burstiness"] == pytest.approx(4 / 1.5)
+    assert s["equivalent_burstiness"] == pytest.approx(4 / 1.5)  # the gamma shape with that CV: 1 / CV^2
     assert (s["mean_prompt_len"], s["p50_prompt_len"], s["max_prompt_len"]) == (30.0, 30.0, 50)
     assert s["p90_prompt_len"] == pytest.approx(46.0)  # linear: 40 + 0.6 * (50 - 40)
-    assert s["prompt_output_ratio"] == pytest.approx(150 / 110)
+    assert s["prompt_output_ratio"] == pytest.approx(150 / 110)  # 10 + ... + 50 over 1 + 2 + 3 + 4 + 100
 
 
 def test_stats_undefined_values_are_none():
