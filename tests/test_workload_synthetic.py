@@ -69,6 +69,7 @@ def test_bad_length_specs(bad):
 def test_random_workload_defaults_follow_vllm_bench_serve():
     t = make_table("random", request_rate=4.0)
     assert len(t) == 1000  # --num-prompts default
+    # --random-input-len 1024, --random-output-len 128 (vllm bench serve's defaults; range ratio 0: fixed lengths)
     assert set(t.prompt_len.tolist()) == {1024} and set(t.output_len.tolist()) == {128}
     assert t.arrival_time[-1] == pytest.approx(250.0)  # 1000 / 4
 
