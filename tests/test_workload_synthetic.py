@@ -119,3 +119,15 @@ def test_closed_loop_from_options():
         make_closed_loop("random", users=3, request_rate=1.0)
     with pytest.raises(WorkloadError, match="--users"):
         make_closed_loop("random", users=0)
+
+
+@pytest.mark.parametrize("spec", ["normal:1:9e99", "uniform:1:9e99", "normal:9e99:1", "lognormal:100:1:1:1e12"])
+def test_lengths_beyond_any_context_window_are_a_clear_error(spec):
+    with pytest.raises(WorkloadError, match="expected token counts up to 2,147,483,647"):
+        parse_length(spec)
+
+
+def test_a_wide_normal_is_clipped_not_overflowed():
+    # std 2e9 around 100: about half the draws fall below 1 (clipped to 1), the rest stay <= 2**31 - 1
+    x = parse_length("normal:100:2e9").sample(1000, np.random.default_rng(0))
+    assert x.min() == 1 and x.max() <= 2**31 - 1

@@ -71,8 +71,12 @@ class LengthDist:
         else:
             assert self.values is not None
             x = self.values[rng.integers(0, len(self.values), size=n)].astype(np.float64)
-        return np.clip(np.rint(x), self.low, self.high if self.high is not None else np.inf).astype(np.int64)
+        # NOTE: clipped to MAX_TOKENS too, so a wide normal's tail cannot overflow int64
+        high = MAX_TOKENS if self.high is None else min(self.high, MAX_TOKENS)
+        return np.clip(np.rint(x), self.low, high).astype(np.int64)
 
+
+MAX_TOKENS = 2**31 - 1  # no context window comes near it; larger values are a typo, not a workload
 
 LENGTH_SYNTAX = (
     "N | uniform:LO:HI | normal:MEAN:STD[:LO:HI] | lognormal:MEAN:SIGMA[:LO:HI] | trace:WORKLOAD (a built-in or file)"
@@ -94,6 +98,8 @@ def parse_length(spec: str | int, option: str = "--prompt-len") -> LengthDist:
     arity = {"fixed": (1,), "uniform": (2,), "normal": (2, 4), "lognormal": (2, 4)}.get(kind, ())
     if len(nums) not in arity or not all(math.isfinite(v) for v in nums):
         raise WorkloadError(f"{option}: got {text!r}; expected {LENGTH_SYNTAX}")
+    if any(abs(v) > MAX_TOKENS for v in nums):
+        raise WorkloadError(f"{option}: got {text!r}; expected token counts up to {MAX_TOKENS:,}")
     low, high = (int(nums[2]), int(nums[3])) if len(nums) == 4 else (1, None)
     dist = LengthDist(kind, nums[0], nums[1] if len(nums) > 1 else 0.0, max(low, 1), high)
     checks = {
