@@ -77,3 +77,16 @@ def test_python_dash_m_entry_point_reports_one_line_errors():
                           capture_output=True, text=True)
     assert proc.returncode == 2
     assert proc.stderr == "servesim: error: No such option: --no-such-flag\n"
+
+
+def test_engine_options_reach_every_simulating_command(tmp_path):
+    # the seed under KV pressure (137 usable blocks): L is preempted once; by swap nothing is recomputed
+    kv = ["--workload", "seed", "--max-num-batched-tokens", "256", "--max-num-seqs", "8", "--num-gpu-blocks", "138"]
+    swap = runner.invoke(app, ["run", *kv, "--preemption-mode", "swap", "--json", str(tmp_path / "s.json")])
+    recompute = runner.invoke(app, ["run", *kv, "--json", str(tmp_path / "r.json")])
+    assert swap.exit_code == recompute.exit_code == 0, swap.output + recompute.output
+    assert "Recomputed tokens:                       0" in swap.output
+    assert "Recomputed tokens:                       0" not in recompute.output
+    traced = runner.invoke(app, ["trace", *kv, "--preemption-mode", "swap"], terminal_width=300)
+    assert "swapped" in traced.output  # the events column (folded at 80 columns): "swapped out/in N blocks"
+    assert "1 preemptions; recomputed tokens 0" in traced.output

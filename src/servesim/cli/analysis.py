@@ -13,22 +13,28 @@ from rich.table import Table
 
 from servesim.cli.app import app
 from servesim.cli.options import (
+    Async,
+    BlockSize,
     Budget,
     Cost,
     DecodeMs,
     GpuBlocks,
+    KvBytes,
     MaxModelLen,
     MaxSeqs,
     NoChunk,
     OverheadMs,
+    Pcie,
     Policy,
     Preemption,
     PrefillMs,
+    QueuePolicy,
     Record,
+    SwapSpace,
     Threshold,
     Watermark,
     cost_model,
-    engine_config,
+    engine_options,
 )
 from servesim.cli.progress import SimProgress
 from servesim.cli.workload import (
@@ -50,7 +56,6 @@ from servesim.cli.workload import (
     loader_options,
     workload_from_options,
 )
-from servesim.config import EngineConfig
 from servesim.cost import COST_MODELS, CostModel, get_cost_model
 from servesim.engine import simulate
 from servesim.errors import ConfigError
@@ -74,14 +79,6 @@ def build_cost(cost: str, model: str | None, gpu: str, tp: int, decode_ms: float
         raise ConfigError(f"--model {model} needs the roofline cost model, which this build does not have "
                           f"(registered: {', '.join(sorted(COST_MODELS))}); use --cost instead")
     return get_cost_model("roofline", model=model, gpu=gpu, tp=tp)
-
-
-def _config(max_num_batched_tokens, max_num_seqs, long_prefill_token_threshold, no_chunked_prefill,
-            num_gpu_blocks, watermark, preemption_mode, max_model_len) -> EngineConfig:
-    return engine_config(max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs,
-                         long_prefill_token_threshold=long_prefill_token_threshold,
-                         no_chunked_prefill=no_chunked_prefill, num_gpu_blocks=num_gpu_blocks, watermark=watermark,
-                         preemption_mode=preemption_mode, max_model_len=max_model_len)
 
 
 @app.command("run")
@@ -109,6 +106,12 @@ def run_cmd(
     num_gpu_blocks: GpuBlocks = None,
     watermark: Watermark = 0.0,
     preemption_mode: Preemption = "recompute",
+    block_size: BlockSize = 16,
+    scheduling_policy: QueuePolicy = "fcfs",
+    swap_space: SwapSpace = None,
+    kv_bytes_per_token: KvBytes = 131072,
+    pcie_bandwidth: Pcie = 32e9,
+    async_scheduling: Async = False,
     max_model_len: MaxModelLen = None,
     cost: Cost = "auto",
     decode_ms: DecodeMs = 1.0,
@@ -148,8 +151,7 @@ def run_cmd(
 
     ps, names = parse_percentiles(percentiles), parse_metric_names(percentile_metrics)
     slos = parse_goodput(goodput or [])
-    cfg = _config(max_num_batched_tokens, max_num_seqs, long_prefill_token_threshold, no_chunked_prefill,
-                  num_gpu_blocks, watermark, preemption_mode, max_model_len)
+    cfg = engine_options(locals())
     reqs = workload_from_options(workload, **loader_options(locals()))
     if records_dir is not None and record == "summary":
         raise ConfigError("--records writes step records: give --record steps or --record full with it")
@@ -203,6 +205,12 @@ def compare(
     num_gpu_blocks: GpuBlocks = None,
     watermark: Watermark = 0.0,
     preemption_mode: Preemption = "recompute",
+    block_size: BlockSize = 16,
+    scheduling_policy: QueuePolicy = "fcfs",
+    swap_space: SwapSpace = None,
+    kv_bytes_per_token: KvBytes = 131072,
+    pcie_bandwidth: Pcie = 32e9,
+    async_scheduling: Async = False,
     max_model_len: MaxModelLen = None,
     cost: Cost = "auto",
     decode_ms: DecodeMs = 1.0,
@@ -219,8 +227,7 @@ def compare(
 
     if (policies is None) == (set_ is None):
         raise ConfigError("give exactly one of --policies A,B,... or --set KNOB=V1,V2,...")
-    cfg = _config(max_num_batched_tokens, max_num_seqs, long_prefill_token_threshold, False, num_gpu_blocks,
-                  watermark, preemption_mode, max_model_len)
+    cfg = engine_options(locals())
     cm = build_cost(cost, model, gpu, tp, decode_ms, prefill_token_ms, overhead_ms, workload)
     reqs = workload_from_options(workload, **loader_options(locals()))
     notes: list[str] = []
@@ -268,6 +275,12 @@ def explain(
     num_gpu_blocks: GpuBlocks = None,
     watermark: Watermark = 0.0,
     preemption_mode: Preemption = "recompute",
+    block_size: BlockSize = 16,
+    scheduling_policy: QueuePolicy = "fcfs",
+    swap_space: SwapSpace = None,
+    kv_bytes_per_token: KvBytes = 131072,
+    pcie_bandwidth: Pcie = 32e9,
+    async_scheduling: Async = False,
     max_model_len: MaxModelLen = None,
     cost: Cost = "auto",
     decode_ms: DecodeMs = 1.0,
@@ -284,8 +297,7 @@ def explain(
     from servesim.explain import explain_request
     from servesim.run import Run
 
-    cfg = _config(max_num_batched_tokens, max_num_seqs, long_prefill_token_threshold, no_chunked_prefill,
-                  num_gpu_blocks, watermark, preemption_mode, max_model_len)
+    cfg = engine_options(locals())
     cm = build_cost(cost, model, gpu, tp, decode_ms, prefill_token_ms, overhead_ms, workload)
     reqs = workload_from_options(workload, **loader_options(locals()))
     result = simulate(reqs, cfg, policy, cm)

@@ -62,6 +62,16 @@ def engine_config(
 LESSON_WORKLOADS = ("seed", "lesson-slots")
 
 
+ENGINE_OPTIONS = ("max_num_batched_tokens", "max_num_seqs", "long_prefill_token_threshold", "no_chunked_prefill",
+                  "block_size", "num_gpu_blocks", "watermark", "scheduling_policy", "preemption_mode", "swap_space",
+                  "kv_bytes_per_token", "pcie_bandwidth", "async_scheduling", "max_model_len")
+
+
+def engine_options(values: dict) -> EngineConfig:
+    """The engine config from a command's parameters (`engine_options(locals())`); absent ones keep defaults."""
+    return engine_config(**{k: values[k] for k in ENGINE_OPTIONS if k in values})
+
+
 def cost_model(name: str, decode_ms: float = 1.0, prefill_token_ms: float = 0.1, overhead_ms: float = 0.0,
                workload: str | None = None) -> CostModel:
     """`auto`: the lesson's toy cost for the lesson's workloads, the roofline (Llama-3-8B, H100) for real ones."""

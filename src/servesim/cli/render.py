@@ -20,6 +20,10 @@ def events(step: StepRecord) -> str:
         parts.append("arrived " + ",".join(step.arrivals))
     for p in step.preempted:
         parts.append(f"preempted {p}")
+    if step.swap_out_blocks:
+        parts.append(f"swapped out {step.swap_out_blocks} blocks")
+    if step.swap_in_blocks:
+        parts.append(f"swapped in {step.swap_in_blocks} blocks")
     resumed = [e.id for e in step.scheduled if e.resumed]
     if resumed:
         parts.append("resumed " + ",".join(resumed))

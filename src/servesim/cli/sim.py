@@ -32,7 +32,7 @@ from servesim.cli.options import (
     Threshold,
     Watermark,
     cost_model,
-    engine_config,
+    engine_options,
 )
 from servesim.cli.render import step_table
 from servesim.cli.workload import (
@@ -161,9 +161,7 @@ def trace(
 ) -> None:
     """Print the per-step schedule: step, start and duration (ms), decodes, prefill chunks as id:tokens,
     tokens/budget, and events (arrivals, preemptions, finishes, and why each waiting request got nothing)."""
-    cfg = engine_config(max_num_batched_tokens, max_num_seqs, long_prefill_token_threshold, no_chunked_prefill,
-                        block_size, num_gpu_blocks, watermark, scheduling_policy, preemption_mode, swap_space,
-                        kv_bytes_per_token, pcie_bandwidth, async_scheduling, max_model_len)
+    cfg = engine_options(locals())
     reqs = workload_from_options(workload, **loader_options(locals()))
     result = simulate(reqs, cfg, policy,
                       cost_model(cost, decode_ms, prefill_token_ms, overhead_ms, workload))

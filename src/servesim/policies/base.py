@@ -63,7 +63,6 @@ class Scheduler:
     def admit(self, s: RequestState, num_new_tokens: int) -> None:
         """Move `s` from a queue into the running list with `num_new_tokens` scheduled (blocks already checked)."""
         s.status = RequestStatus.RUNNING
-        s.sampled_since_admission = False
         self.running.append(s)
         self.out.scheduled[s] = num_new_tokens
 
@@ -74,7 +73,6 @@ class Scheduler:
         blocks = victim.num_blocks
         repeat = victim.num_preemptions > 0
         victim.num_preemptions += 1
-        victim.sampled_since_admission = False
         if cfg.preemption_mode == "swap" and kv.can_swap_out(victim):
             kv.swap_out(victim)
             nbytes = blocks * cfg.block_size * cfg.kv_bytes_per_token
@@ -88,6 +86,7 @@ class Scheduler:
             discarded = victim.num_computed_tokens
             kv.free(victim)
             victim.num_computed_tokens = 0
+            victim.sampled_since_admission = False  # it will prefill its prompt and outputs again
             victim.status = RequestStatus.WAITING
             self.waiting.push_front(victim)
             entry = Preemption(self.step_index, victim.request_id, mode, discarded, 0, blocks, 0.0, repeat)
