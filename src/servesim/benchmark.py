@@ -170,27 +170,30 @@ def request_arrays(result: SimResult, keep: np.ndarray | None = None) -> Request
     start, count = flat[0::2], flat[1::2]
     first_run = np.cumsum(nruns) - nruns
     first = ends[start[first_run]] if m else np.zeros(0)
-    # inside runs: the gap ending at step i+1 counts once per run holding steps i and i+1
-    inside = np.zeros(ends.size + 1, np.int64)
+    # inside runs: the gap ending at step i+1 counts once per run holding steps i and i+1 (difference arrays,
+    # int32: a count per step is at most max_num_seqs)
+    size = ends.size + 1
     long = count > 1
-    np.add.at(inside, start[long], 1)
-    np.add.at(inside, start[long] + count[long] - 1, -1)
-    weights = np.cumsum(inside)[:max(ends.size - 1, 0)]
+    inside = (np.bincount(start[long], minlength=size)
+              - np.bincount(start[long] + count[long] - 1, minlength=size)).astype(np.int32)
+    weights = np.cumsum(inside, dtype=np.int32)[:max(ends.size - 1, 0)]
+    del inside
     # between runs of one request: one gap each
     later = np.ones(start.size, bool)
     later[first_run] = False
     prev = np.flatnonzero(later) - 1
     between = ends[start[later]] - ends[start[prev] + count[prev] - 1]
     itl = np.concatenate([np.diff(ends), between])
-    itl_w = np.concatenate([weights, np.ones(between.size, np.int64)])
-    samples = np.zeros(ends.size + 1, np.int64)
-    np.add.at(samples, start, 1)
-    np.add.at(samples, start + count, -1)
+    itl_w = np.concatenate([weights, np.ones(between.size, np.int32)])
+    del weights
+    samples = (np.bincount(start, minlength=size) - np.bincount(start + count, minlength=size)).astype(np.int32)
+    step_tokens = np.cumsum(samples, dtype=np.int32)[:ends.size]
+    del samples
     ttft, e2el = first - arrival, finish - arrival
     with np.errstate(divide="ignore", invalid="ignore"):
         tpot = np.where(out > 1, (e2el - ttft) / np.maximum(out - 1, 1), np.nan)
     return RequestArrays(tuple(r.id for r in sel), arrival, prompt, out, ttft, e2el, tpot, itl, itl_w, finish,
-                         ends, np.cumsum(samples)[:ends.size])
+                         ends, step_tokens)
 
 
 def peak_output_tokens_per_s(step_ends: np.ndarray, step_tokens: np.ndarray, start: float) -> float:
