@@ -38,10 +38,6 @@ class Stretch:
     def k(self) -> int:
         return len(self.durations)
 
-    @property
-    def ends(self) -> list[float]:
-        return [s + d for s, d in zip(self.starts, self.durations)]
-
 
 def is_steady(out: SchedulerOutput, sched: Scheduler, need_empty_queue: bool) -> bool:
     """The step just scheduled is all one-token decodes of every running request, with no other event."""

@@ -73,6 +73,3 @@ class KVCache:
             self.host_free += n
         state.num_blocks, state.num_swapped_blocks = n, 0
         return n
-
-    def held(self, states) -> int:
-        return sum(s.num_blocks for s in states)

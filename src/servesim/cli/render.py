@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections import Counter
-
 from rich.table import Table
 
 from servesim.records import Kind, StepRecord
@@ -61,8 +59,3 @@ def step_table(result: SimResult, title: str | None = None, limit: int | None = 
         row.append(events(s))
         t.add_row(*row)
     return t
-
-
-def collapse_note(result: SimResult) -> str:
-    kinds = Counter("decode-only" if not s.prefill_tokens else "mixed" for s in result.steps)
-    return ", ".join(f"{n} {k}" for k, n in kinds.items())
