@@ -25,3 +25,19 @@ def tokens(result) -> list[list[tuple[str, int]]]:
     return [[(e.id, e.num_scheduled_tokens) for e in s.scheduled] for s in result.steps]
 
 
+
+
+def cli(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
+    """Run the real entry point (errors become exit 2) in-process; (exit status, stdout, stderr)."""
+    import sys
+
+    from servesim.cli import main
+
+    monkeypatch.setattr(sys, "argv", ["servesim", *args])
+    try:
+        main()
+        code = 0
+    except SystemExit as exc:
+        code = exc.code or 0
+    out, err = capsys.readouterr()
+    return code, out, err

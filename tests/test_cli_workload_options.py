@@ -4,27 +4,17 @@ with the workload options `servesim workload` has (issue 5): format, columns, ra
 from __future__ import annotations
 
 import json
-import sys
 
 import pytest
 import typer
+from helpers import cli
 
-from servesim.cli import app, main
+from servesim.cli import app
 from servesim.cli.workload import LOADER_OPTIONS
 
 SIM_COMMANDS = ["trace", "run", "compare", "explain"]
 
 
-def cli(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
-    """Run the real entry point (errors become exit 2) in-process; (exit status, stdout, stderr)."""
-    monkeypatch.setattr(sys, "argv", ["servesim", *args])
-    try:
-        main()
-        code = 0
-    except SystemExit as exc:
-        code = exc.code or 0
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.mark.parametrize("command", SIM_COMMANDS)

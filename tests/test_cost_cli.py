@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-import sys
 
 import pytest
+from helpers import cli
 
-from servesim.cli import main
 from servesim.config import EngineConfig
 from servesim.cost import Roofline, StepShape, get_cost_model
 from servesim.engine import simulate
@@ -16,15 +15,6 @@ from servesim.workloads import load_workload
 BOUNDS = {"compute", "memory", "communication", "overhead"}
 
 
-def cli(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["servesim", *args])
-    try:
-        main()
-        code = 0
-    except SystemExit as exc:
-        code = exc.code or 0
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_prefill_repeats_and_json_has_total_and_a_bound_per_operator(monkeypatch, capsys):
