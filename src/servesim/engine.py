@@ -14,7 +14,7 @@ from dataclasses import replace
 from servesim.config import EngineConfig
 from servesim.cost import CostModel, StepShape, get_cost_model
 from servesim.errors import ConfigError
-from servesim.fastpath import Stretch, all_decoding, is_steady, plan_stretch
+from servesim.fastpath import DecodeCohort, Stretch, plan_stretch, step_duration
 from servesim.kv import blocks_for
 from servesim.policies import make_scheduler, policy_class
 from servesim.records import Kind, RequestTimeline, ScheduledEntry, StepRecord, TokenClock
@@ -95,6 +95,10 @@ def simulate(
     emit = steps.append if sink is None else sink
     log = StepLog()
     preemptions = []
+    kv, running = sched.kv, sched.running
+    # the running requests' decoding prefix, advanced in aggregate (fast path only)
+    cohort = DecodeCohort(cfg.block_size, grows=not sched.reserves_lifetime_kv)
+    aggregate = hasattr(cost_model, "step_time_with_decodes") and hasattr(cost_model, "decode_stretch")
     now, step, nxt, n_done = 0.0, 0, 0, 0
     arrivals: list[str] = []
     release: list[RequestState] = []  # async scheduling: finished, blocks and seat come back after next step
@@ -107,52 +111,74 @@ def simulate(
             sched.add_request(states[nxt])
             arrivals.append(states[nxt].request_id)
             nxt += 1
-        # a steady decode stretch, known without scheduling (nobody waits, everyone decodes) or after it
         next_arrival = states[nxt].request.arrival_time if nxt < len(states) else None
-        plan = None
-        if fast and all_decoding(sched):
-            plan = plan_stretch(list(sched.running), sched.kv, cost_model, now, next_arrival)
-        if plan is None:
+
+        n = cohort.n
+        g = cohort.growth(step) if n else 0
+        if n and ((kv.free_blocks is not None and g > kv.free_blocks)
+                  or (cfg.policy == "priority" and n < len(running))):
+            # the cohort's blocks do not fit (schedule() picks victims among everyone), or a priority victim
+            # could be a member: bring everyone up to date and schedule step by step
+            cohort.leave_all(running, step)
+            n = g = 0
+        contexts = None if aggregate or not n else cohort.contexts(running, step)
+        out = None
+        if n and n == len(running) and not len(sched.waiting) and not sched.swapped:
+            plan = plan_stretch(cohort, kv.free_blocks, cost_model, step, now, next_arrival, contexts)
+        else:
+            plan = None
+            if kv.free_blocks is not None:
+                kv.free_blocks -= g
             sched.step_index = step
-            out = sched.schedule()
-            if not out.scheduled and not out.preempted and not release:
+            out = sched.schedule(n)
+            if not n and not out.scheduled and not out.preempted and not release:
                 if nxt == len(states):
                     raise RuntimeError(f"no request can run at t={now} and none will arrive (a servesim bug)")
                 now = max(now, states[nxt].request.arrival_time)
                 continue
-            if fast and is_steady(out, sched, need_empty_queue=record == "full"):
-                plan = plan_stretch(list(out.scheduled), sched.kv, cost_model, now, next_arrival)
-                if plan is not None and plan.k == 1:
-                    plan = None  # one step: the ordinary path below records it
+            if (n == len(running) and not out.scheduled and not out.preempted and not out.swap_in_blocks
+                    and record != "full"):
+                # the queue is blocked (seats, budget or blocks) and stays so until a member finishes or a
+                # request arrives: a stretch as above (full records go step by step for the reasons)
+                if kv.free_blocks is not None:
+                    kv.free_blocks += g
+                plan = plan_stretch(cohort, kv.free_blocks, cost_model, step, now, next_arrival, contexts)
+                if plan is None or plan.k == 1:
+                    plan = None
+                    if kv.free_blocks is not None:
+                        kv.free_blocks -= g
         if plan is not None:
-            n_done += _advance(plan, sched, step, tuple(arrivals), record, emit, log)
+            n_done += _advance(plan, sched, cohort, step, tuple(arrivals), record, emit, log, contexts)
             step += plan.k
             now = plan.starts[-1] + plan.durations[-1]
             arrivals = []
             continue
 
-        free_after_schedule = sched.kv.free_blocks
-        # the step's shape and duration
+        free_after_schedule = kv.free_blocks
+        # the step's shape and duration: the cohort's n decodes first, then what schedule() chose
         sched_items = list(out.scheduled.items())
-        shape = StepShape(
-            tuple(n for _, n in sched_items),
+        rest = StepShape(
+            tuple(k for _, k in sched_items),
             tuple(s.num_computed_tokens for s, _ in sched_items),
             tuple(s.sampled_since_admission for s, _ in sched_items),
-            sum(s.num_computed_tokens + n == s.num_tokens for s, n in sched_items),
+            sum(s.num_computed_tokens + k == s.num_tokens for s, k in sched_items),
         )
         swap_time = (out.swap_in_blocks + out.swap_out_blocks) * swap_seconds_per_block
-        duration = cost_model.step_time(shape) + swap_time
+        duration = step_duration(cost_model, n, cohort.context_sum(step) if n else 0, rest, contexts) + swap_time
         end = now + duration
 
         entries = []
         if record != "summary":
-            entries = [
+            if n:
+                entries = _cohort_entries(running[:n], contexts or cohort.contexts(running, step), cfg.block_size,
+                                          cohort.grows)
+            entries += [
                 ScheduledEntry(
-                    s.request_id, n, Kind.DECODE if s.sampled_since_admission else Kind.PREFILL,
+                    s.request_id, k, Kind.DECODE if s.sampled_since_admission else Kind.PREFILL,
                     s.num_computed_tokens, s.num_tokens, s in out.resumed,
-                    s.num_computed_tokens + n == s.num_tokens, s.num_blocks,
+                    s.num_computed_tokens + k == s.num_tokens, s.num_blocks,
                 )
-                for s, n in sched_items
+                for s, k in sched_items
             ]
 
         # run it: advance computed tokens, sample, finish
@@ -161,9 +187,19 @@ def simulate(
             sched.finish(s)
         release = []
         finished: list[str] = []
+        if n:
+            done = cohort.finishing(step)
+            if done:
+                if record != "summary":  # in running order, as a step-by-step run lists them
+                    ids = {s.request_id for s in done}
+                    finished = [s.request_id for s in running[:n] if s.request_id in ids]
+                for s in done:
+                    s.finish_time = end
+                    sched.finish(s)
+                n_done += len(done)
         for s in out.preempted:
             s.preempted_at = now
-        for s, n in sched_items:
+        for s, k in sched_items:
             if s.first_scheduled_time is None:
                 s.first_scheduled_time = now
             if not s.sampled_since_admission:
@@ -171,7 +207,7 @@ def simulate(
             if s.preempted_at is not None:
                 s.time_preempted += now - s.preempted_at
                 s.preempted_at = None
-            s.num_computed_tokens += n
+            s.num_computed_tokens += k
             if s.num_computed_tokens == s.num_tokens:
                 s.num_output_tokens += 1
                 s.sampled(step)
@@ -189,21 +225,23 @@ def simulate(
         if check_invariants:
             _check(sched, states, out, cfg)
         num_waiting = len(sched.waiting) + len(sched.swapped)
-        log.add(now, duration, len(sched_items), shape.num_tokens, shape.num_prefill_tokens, shape.num_decodes,
-                free_after_schedule, len(sched.running), num_waiting, len(out.preempted))
+        log.add(now, duration, n + len(sched_items), n + rest.num_tokens, rest.num_prefill_tokens,
+                n + rest.num_decodes, free_after_schedule, len(running), num_waiting, len(out.preempted))
         if record != "summary":
             emit(StepRecord(
                 step=step, start_time=now, duration=duration, arrivals=tuple(arrivals),
                 scheduled=tuple(entries), preempted=tuple(s.request_id for s in out.preempted),
                 finished=tuple(finished), waiting=tuple(out.waiting),
-                num_running_after=len(sched.running), num_waiting_after=num_waiting,
-                free_blocks_after_schedule=free_after_schedule, free_blocks_after_step=sched.kv.free_blocks,
+                num_running_after=len(running), num_waiting_after=num_waiting,
+                free_blocks_after_schedule=free_after_schedule, free_blocks_after_step=kv.free_blocks,
                 token_budget=cfg.max_num_batched_tokens, swap_in_blocks=out.swap_in_blocks,
                 swap_out_blocks=out.swap_out_blocks, finished_observed=tuple(observed),
             ))
         arrivals = []
         now = end
         step += 1
+        if fast:
+            cohort.absorb(running, step)
 
     step_log = log.freeze(cfg.usable_blocks)
     clock = TokenClock(step_log.start_time + step_log.duration)  # the same floats as each step's `end`
@@ -218,58 +256,61 @@ def simulate(
                      step_log, record)
 
 
-def _advance(plan: Stretch, sched, first_step: int, arrivals: tuple[str, ...], record: str,
-             emit: Callable[[StepRecord], None], log: StepLog) -> int:
-    """Apply a steady stretch: every running request decodes k tokens; returns how many finished."""
-    k, n, kv = plan.k, len(plan.running), sched.kv
-    last_end = plan.starts[-1] + plan.durations[-1]
-    free0 = kv.free_blocks
+def _cohort_entries(members: list[RequestState], contexts: list[int], block_size: int,
+                    grows: bool) -> list[ScheduledEntry]:
+    """The records' entries of the cohort's one-token decodes in a step (members before it, `contexts` each)."""
+    return [ScheduledEntry(s.request_id, 1, Kind.DECODE, c, c + 1, False, True,
+                           -(-(c + 1) // block_size) if grows else s.num_blocks)
+            for s, c in zip(members, contexts)]
+
+
+def _advance(plan: Stretch, sched, cohort: DecodeCohort, first_step: int, arrivals: tuple[str, ...], record: str,
+             emit: Callable[[StepRecord], None], log: StepLog, contexts: list[int] | None) -> int:
+    """Apply a stretch: the cohort alone decodes for k steps; returns how many finished in its last step."""
+    k, n, kv = plan.k, cohort.n, sched.kv
     num_waiting = len(sched.waiting) + len(sched.swapped)
     # the KV pool after each step's allocation (nobody frees blocks before the last step's finishes)
     free_after = [-1] * k
-    if free0 is not None:
-        free = free0
-        for j, g in enumerate(plan.growth):
-            free -= g
-            free_after[j] = free
+    if kv.free_blocks is not None:
+        free = kv.free_blocks
+        if plan.growth is None:
+            free_after = [free] * k
+        else:
+            for j, g in enumerate(plan.growth):
+                free -= g
+                free_after[j] = free
+        kv.free_blocks = free
+    last = first_step + k - 1
     if record != "summary":
-        _stretch_records(plan, sched, first_step, arrivals, emit, free_after, num_waiting)
-    finished = []
-    for s in plan.running:
-        s.num_computed_tokens += k
-        s.num_output_tokens += k
-        s.sampled(first_step, k)
-        kv.allocate(s, s.num_computed_tokens)
-        if s.num_output_tokens == s.request.output_len:
-            s.finish_time = last_end
-            finished.append(s)
-    for s in finished:
+        members = sched.running[:n]
+        ctx = contexts or cohort.contexts(sched.running, first_step)
+        _stretch_records(plan, sched, members, ctx, cohort, first_step, arrivals, emit, free_after, num_waiting)
+    done = cohort.finishing(last)
+    end = plan.starts[-1] + plan.durations[-1]
+    for s in done:
+        s.finish_time = end
         sched.finish(s)
-    log.extend(plan.starts, plan.durations, n, free_after, n - len(finished), num_waiting)
-    return len(finished)
+    log.extend(plan.starts, plan.durations, n, free_after, n - len(done), num_waiting)
+    return len(done)
 
 
-def _stretch_records(plan: Stretch, sched, first_step: int, arrivals: tuple[str, ...],
-                     emit: Callable[[StepRecord], None],
+def _stretch_records(plan: Stretch, sched, members: list[RequestState], contexts: list[int], cohort: DecodeCohort,
+                     first_step: int, arrivals: tuple[str, ...], emit: Callable[[StepRecord], None],
                      free_after: list[int], num_waiting: int) -> None:
     """The step records a step-by-step run would have written for the stretch."""
-    k, n, bs = plan.k, len(plan.running), sched.kv.block_size
+    k, n, bs = plan.k, len(members), cohort.block_size
     unlimited = sched.kv.free_blocks is None
-    ids = [s.request_id for s in plan.running]
-    last = [s.request.output_len - s.num_output_tokens == k for s in plan.running]
-    computed, held = plan.computed, plan.blocks
+    ids = [s.request_id for s in members]
+    last = [s.request.output_len - s.num_output_tokens - (first_step - s.decoding_since) == k for s in members]
+    waiting = ()
     for j in range(k):
-        entries = tuple(
-            ScheduledEntry(ids[i], 1, Kind.DECODE, computed[i] + j, computed[i] + j + 1, False, True,
-                           max(held[i], -(-(computed[i] + j + 1) // bs)))
-            for i in range(n)
-        )
+        entries = tuple(_cohort_entries(members, [c + j for c in contexts], bs, cohort.grows))
         fin = tuple(ids[i] for i in range(n) if last[i]) if j == k - 1 else ()
         freed = sum(e.num_blocks for e, done in zip(entries, last) if done) if fin else 0
         free = None if unlimited else free_after[j]
         emit(StepRecord(
             step=first_step + j, start_time=plan.starts[j], duration=plan.durations[j],
-            arrivals=arrivals if j == 0 else (), scheduled=entries, preempted=(), finished=fin, waiting=(),
+            arrivals=arrivals if j == 0 else (), scheduled=entries, preempted=(), finished=fin, waiting=waiting,
             num_running_after=n - len(fin), num_waiting_after=num_waiting,
             free_blocks_after_schedule=free, free_blocks_after_step=None if free is None else free + freed,
             token_budget=sched.config.max_num_batched_tokens,

@@ -1,118 +1,182 @@
-"""Closed-form skipping of steady decode stretches.
+"""The decode cohort: running requests that decode one token per step, advanced in aggregate.
 
-When a step schedules every running request for exactly one decode token, admits nobody, preempts nobody and
-moves no KV, the steps after it have the same composition until an event changes the schedule: an arrival, a
-request finishing, or the KV pool running dry. Each such step adds one token to every request's context, so the
-whole stretch follows in closed form: its length from the events, its durations from the cost model
-(`decode_stretch`), every request's tokens at the stretch's step ends, the KV pool from where each request
-crosses a block boundary. With nobody waiting and every running request decoding, the stretch's first step is
-known before `schedule()` runs (`all_decoding`), so the engine does not call it; otherwise `schedule()` decides
-the first step and this module only repeats its decision (`is_steady`).
+Most steps of a serving engine are mostly decodes: every running request that has sampled its last known token
+gets one more token, in running order, ahead of anything else. The engine keeps the longest prefix of the running
+list made of such decoders as a cohort and does not touch them step by step:
 
-Exactness is tested against the step-by-step engine (tests/test_fastpath.py): the same token times (to float
-tolerance) and, with records kept in full, the same step records. Stretches are short (tens of steps, tens of
-requests), so plain Python beats numpy's per-call overhead here.
+- a member's fields (`num_computed_tokens`, `num_output_tokens`, `num_blocks`, `token_runs`) are brought up to date
+  only when it leaves the cohort (it finishes, or a step needs `schedule()` to see everyone);
+- what a step needs from the cohort comes from a few aggregates: its size, the sum of its contexts (all the cost
+  models' decode terms need), the KV blocks it allocates in a step (members counted by where they stand in their
+  last block), and the step that samples the next member's last token (a heap);
+- `schedule(num_decoding_ahead=n)` is told the first n running requests are already scheduled for one token each
+  and starts its scan after them, so admissions, chunks and reasons still come from the policy's own code;
+- with nobody waiting and everyone in the cohort, nothing can change until an arrival, a member's last token or
+  the KV pool running dry, so the whole stretch of steps is planned at once (`plan_stretch`), its durations from
+  the cost model in closed form (`decode_stretch`).
+
+Exactness is tested against the step-by-step engine (tests/test_fastpath.py, Hypothesis over every policy and
+both preemption modes): the same token times (to float tolerance) and, with records kept in full, the same records.
 """
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from dataclasses import dataclass
+from heapq import heappop, heappush
 
 from servesim.cost import CostModel, StepShape
-from servesim.kv import KVCache
-from servesim.policies import Scheduler, SchedulerOutput
 from servesim.request import RequestState
+
+DURATION_BLOCK = 32  # steps of durations computed at a time while looking for the next arrival
+
+
+class DecodeCohort:
+    """The first `n` requests of the running list, each decoding one token per step since `decoding_since`."""
+
+    __slots__ = ("block_size", "grows", "n", "base", "phase", "heap")
+
+    def __init__(self, block_size: int, grows: bool = True) -> None:
+        self.block_size = block_size
+        self.grows = grows  # members allocate KV as they grow (False: the policy reserved each one's lifetime)
+        self.n = 0
+        self.base = 0  # sum of (num_computed_tokens - decoding_since) over members: contexts at step S sum to
+        #                base + n * S
+        self.phase = [0] * block_size  # members by (num_computed_tokens - decoding_since) mod block_size
+        self.heap: list[tuple[int, int, int, RequestState]] = []  # (step of the last token, index, since, state)
+
+    def can_join(self, s: RequestState) -> bool:
+        """A running request whose next step is a one-token decode, holding exactly the blocks of its tokens."""
+        return (s.sampled_since_admission and s.num_tokens_needed == 1
+                and (not self.grows or s.num_blocks == -(-s.num_computed_tokens // self.block_size)))
+
+    def join(self, s: RequestState, step: int) -> None:
+        """`s` decodes from `step` on; its fields stay as they are until it leaves."""
+        s.decoding_since = step
+        c = s.num_computed_tokens - step
+        self.base += c
+        self.phase[c % self.block_size] += 1
+        self.n += 1
+        heappush(self.heap, (step + s.request.output_len - s.num_output_tokens - 1, s.index, step, s))
+
+    def leave(self, s: RequestState, step: int) -> None:
+        """Bring `s` up to date with every step before `step` and take it out of the cohort."""
+        since = s.decoding_since
+        c = s.num_computed_tokens - since
+        self.base -= c
+        self.phase[c % self.block_size] -= 1
+        self.n -= 1
+        d = step - since
+        if d:
+            s.num_computed_tokens += d
+            s.num_output_tokens += d
+            s.sampled(since, d)
+            if self.grows:
+                s.num_blocks = -(-s.num_computed_tokens // self.block_size)
+        s.decoding_since = -1
+
+    def leave_all(self, running: list[RequestState], step: int) -> None:
+        for s in running[:self.n]:
+            self.leave(s, step)
+        self.heap.clear()
+
+    def absorb(self, running: list[RequestState], step: int) -> None:
+        """Members join in running order while the request after the cohort is a plain decoder."""
+        while self.n < len(running) and self.can_join(running[self.n]):
+            self.join(running[self.n], step)
+
+    def contexts(self, running: list[RequestState], step: int) -> list[int]:
+        """Each member's num_computed_tokens before `step` (for records and cost models without sums)."""
+        return [s.num_computed_tokens + step - s.decoding_since for s in running[:self.n]]
+
+    def context_sum(self, step: int) -> int:
+        return self.base + self.n * step
+
+    def growth(self, step: int) -> int:
+        """New blocks the members allocate in `step`: those whose context fills its last block exactly."""
+        return self.phase[-step % self.block_size] if self.grows else 0
+
+    def next_last_token(self) -> int:
+        """The step that samples some member's last token (the cohort is not empty)."""
+        heap = self.heap
+        while heap[0][3].decoding_since != heap[0][2]:  # left since it was pushed
+            heappop(heap)
+        return heap[0][0]
+
+    def finishing(self, step: int) -> list[RequestState]:
+        """Members that sample their last token in `step`; they leave the cohort up to date."""
+        heap, done = self.heap, []
+        while heap and heap[0][0] <= step:
+            _, _, since, s = heappop(heap)
+            if s.decoding_since == since:
+                self.leave(s, step + 1)
+                done.append(s)
+        return done
 
 
 @dataclass(slots=True)
 class Stretch:
-    running: list[RequestState]  # in schedule order
-    computed: list[int]  # num_computed_tokens of each before the stretch's first step
-    blocks: list[int]  # blocks each holds before the stretch's allocations
-    growth: list[int] | None  # new blocks allocated in each step (None: unlimited KV)
+    k: int  # steps
     durations: list[float]  # seconds, one per step
     starts: list[float]  # seconds
-
-    @property
-    def k(self) -> int:
-        return len(self.durations)
+    growth: list[int] | None  # new blocks allocated in each step (None: unlimited KV)
 
 
-def is_steady(out: SchedulerOutput, sched: Scheduler, need_empty_queue: bool) -> bool:
-    """The step just scheduled is all one-token decodes of every running request, with no other event."""
-    if out.preempted or out.resumed or out.swap_in_blocks or out.swap_out_blocks:
-        return False
-    if len(out.scheduled) != len(sched.running) or not out.scheduled:
-        return False
-    if need_empty_queue and (len(sched.waiting) or sched.swapped):
-        return False  # full records carry per-step reasons for waiting requests: go step by step
-    for s, n in out.scheduled.items():
-        if n != 1 or not s.sampled_since_admission:
-            return False
-    return True
-
-
-def all_decoding(sched: Scheduler) -> bool:
-    """With an empty queue and every running request decoding, every policy's next step is one token for each
-    running request, in running order (nothing to admit, nothing partial), if its KV blocks fit."""
-    if len(sched.waiting) or sched.swapped or not sched.running:
-        return False
-    if len(sched.running) > sched.config.max_num_batched_tokens:
-        return False
-    for s in sched.running:
-        if not s.sampled_since_admission or s.num_tokens_needed != 1:
-            return False
-    return True
-
-
-def decode_durations(cost: CostModel, computed: list[int], k: int) -> list[float]:
-    """Durations of k decode steps in which every request's context grows by one token per step."""
-    n = len(computed)
+def decode_durations(cost: CostModel, n: int, context_sum: int, k: int,
+                     contexts: list[int] | None = None) -> list[float]:
+    """Durations of k steps of n one-token decodes whose contexts (summing to `context_sum`) grow by one a step;
+    cost models without `decode_stretch` get each step's shape from the members' `contexts`."""
     fast = getattr(cost, "decode_stretch", None)
     if fast is not None:
-        return list(fast(n, sum(computed), k))
+        return list(fast(n, context_sum, k))
     ones, dec = (1,) * n, (True,) * n
-    return [cost.step_time(StepShape(ones, tuple(c + j for c in computed), dec, n)) for j in range(k)]
+    return [cost.step_time(StepShape(ones, tuple(c + j for c in contexts), dec, n)) for j in range(k)]
 
 
-def block_growth(computed: list[int], blocks: list[int], block_size: int, k: int) -> list[int]:
-    """New blocks allocated in each of the k steps (step j holds computed + j + 1 tokens per request)."""
-    grow = [0] * k
-    for c, b in zip(computed, blocks):
-        # the first step whose tokens (c + j + 1) no longer fit in b blocks, then every block_size steps
-        for j in range(max(0, b * block_size - c), k, block_size):
-            grow[j] += 1
-    return grow
+def step_duration(cost: CostModel, n: int, context_sum: int, rest: StepShape,
+                  contexts: list[int] | None = None) -> float:
+    """A step of n cohort decodes (scheduled first) followed by `rest`."""
+    if not n:
+        return cost.step_time(rest)
+    fast = getattr(cost, "step_time_with_decodes", None)
+    if fast is not None:
+        return fast(n, context_sum, rest)
+    return cost.step_time(StepShape((1,) * n + rest.num_new_tokens, tuple(contexts) + rest.num_context_tokens,
+                                    (True,) * n + rest.is_decode, n + rest.num_sampled))
 
 
-def plan_stretch(running: list[RequestState], kv: KVCache, cost: CostModel, now: float,
-                 next_arrival: float | None) -> Stretch | None:
-    """How many one-token decode steps of `running` (in order) follow from now, and their durations; None when
-    the first step's blocks do not fit (then `schedule()` decides who is preempted)."""
-    computed = [s.num_computed_tokens for s in running]
-    blocks = [s.num_blocks for s in running]
-    # the step that samples a request's last token finishes it and ends the stretch
-    k = min(s.request.output_len - s.num_output_tokens for s in running)
-    free = kv.free_blocks
+def plan_stretch(cohort: DecodeCohort, free_blocks: int | None, cost: CostModel, step: int, now: float,
+                 next_arrival: float | None, contexts: list[int] | None = None) -> Stretch | None:
+    """The steps from `step` in which the cohort alone runs, one token each, until a member's last token, the
+    step before the KV pool would run dry, or the step that starts at or after the next arrival (which must
+    schedule with the new request in the queue). None when the first step's blocks do not fit."""
+    n = cohort.n
+    k = cohort.next_last_token() - step + 1
     grow = None
-    if free is not None:
-        grow = block_growth(computed, blocks, kv.block_size, k)
-        total = 0
-        for j, g in enumerate(grow):
+    if free_blocks is not None and cohort.grows:
+        phase, bs = cohort.phase, cohort.block_size
+        grow, total = [], 0
+        for j in range(k):
+            g = phase[-(step + j) % bs]
             total += g
-            if total > free:  # step j would preempt: the stretch ends before it
+            if total > free_blocks:  # step j would preempt: the stretch ends before it
                 if j == 0:
                     return None
                 k = j
                 break
-    durations = decode_durations(cost, computed, k)
-    starts, t = [], now
-    for d in durations:  # left to right, as the step-by-step clock adds them: the same floats
-        starts.append(t)
-        t += d
-    if next_arrival is not None:
-        # a step that starts at or after an arrival must schedule with the new request in the queue
-        k = max(1, bisect_left(starts, next_arrival))
-        durations, starts = durations[:k], starts[:k]
-    return Stretch(running, computed, blocks, None if grow is None else grow[:k], durations, starts)
+            grow.append(g)
+    ctx = cohort.context_sum(step)
+    durations: list[float] = []
+    starts: list[float] = []
+    t = now
+    while len(durations) < k:  # a block at a time: the next arrival usually comes long before the last token
+        j0 = len(durations)
+        block = decode_durations(cost, n, ctx + n * j0, min(DURATION_BLOCK, k - j0),
+                                 None if contexts is None else [c + j0 for c in contexts])
+        for d in block:  # left to right, as the step-by-step clock adds them: the same floats
+            if next_arrival is not None and t >= next_arrival and durations:
+                k = len(durations)
+                break
+            starts.append(t)
+            durations.append(d)
+            t += d
+    return Stretch(k, durations, starts, None if grow is None else grow[:k])

@@ -64,6 +64,7 @@ class RequestState:
     first_scheduled_time: float | None = None
     token_runs: list[int] = field(default_factory=list)
     finish_time: float | None = None
+    decoding_since: int = -1  # >= 0: in the engine's decode cohort since that step, fields not yet advanced
 
     @property
     def request_id(self) -> str:

@@ -150,7 +150,14 @@ class Roofline:
 
     def step_time(self, shape: StepShape) -> float:
         """Seconds for one step of this shape; equals the sum of `breakdown(shape)`."""
-        tokens = pq = pkv = ppairs = dq = dkv = dpairs = 0
+        return self.step_time_with_decodes(0, 0, shape)
+
+    def step_time_with_decodes(self, num_decodes: int, decode_context_sum: int, shape: StepShape) -> float:
+        """A step of `num_decodes` one-token decodes whose contexts sum to `decode_context_sum`, plus `shape`:
+        decode attention depends on the contexts only through their sum (the engine's decode cohort)."""
+        pq = pkv = ppairs = 0
+        dq = num_decodes
+        dkv = dpairs = decode_context_sum + num_decodes  # a decode reads c + 1 positions: q*c + q(q+1)/2 pairs
         for q, c, dec in zip(shape.num_new_tokens, shape.num_context_tokens, shape.is_decode):
             if dec:
                 dq += q
@@ -180,9 +187,10 @@ class Roofline:
             fc, fm = self._attn_flops * dpairs * c, (self._attn_bytes_kv * dkv + self._attn_bytes_q * dq) * mem
             layer += (fc if fc > fm else fm) + kl
         total = self._L * layer + self._elem_bytes * tokens * mem + self._elem_kernels * kl
-        if shape.num_sampled:
-            fc, fm = self._gemm(shape.num_sampled, *self._lm)
-            total += (fc if fc > fm else fm) + kl + self._sampler_bytes * shape.num_sampled * mem + kl
+        sampled = num_decodes + shape.num_sampled
+        if sampled:
+            fc, fm = self._gemm(sampled, *self._lm)
+            total += (fc if fc > fm else fm) + kl + self._sampler_bytes * sampled * mem + kl
         if self._ar_count:
             total += self._ar_count * allreduce_time(self._ar_bytes * tokens, self.tp, self._ar_link,
                                                      self.params.allreduce)

@@ -22,7 +22,13 @@ class ToyCost:
                 raise ValueError(f"{field} must be >= 0 ms, got {getattr(self, field)}")
 
     def step_time(self, shape: StepShape) -> float:
+        return self.step_time_with_decodes(0, 0, shape)
+
+    def step_time_with_decodes(self, num_decodes: int, decode_context_sum: int, shape: StepShape) -> float:
+        """`num_decodes` more decodes ahead of `shape` (their contexts do not matter), added in the same order."""
         ms = self.overhead_ms
+        for _ in range(num_decodes):
+            ms += self.decode_ms
         for n, decode in zip(shape.num_new_tokens, shape.is_decode):
             ms += self.decode_ms if decode else n * self.prefill_token_ms
         return ms / 1000.0
@@ -40,6 +46,9 @@ class UnitCost:
     name: str = "unit"
 
     def step_time(self, shape: StepShape) -> float:
+        return self.step_duration
+
+    def step_time_with_decodes(self, num_decodes: int, decode_context_sum: int, shape: StepShape) -> float:
         return self.step_duration
 
     def decode_stretch(self, n: int, context_sum: int, k: int) -> list[float]:

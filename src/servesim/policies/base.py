@@ -32,6 +32,7 @@ class SchedulerOutput:
 class Scheduler:
     name = "base"
     chunked = True  # False: prompts are never split, and the budget defaults to max_model_len
+    reserves_lifetime_kv = False  # True: a request's blocks are allocated for its whole length at admission
 
     def __init__(self, config: EngineConfig, explain: bool = True) -> None:
         self.config = config
@@ -50,7 +51,10 @@ class Scheduler:
     def has_work(self) -> bool:
         return bool(self.running or len(self.waiting) or self.swapped)
 
-    def schedule(self) -> SchedulerOutput:
+    def schedule(self, num_decoding_ahead: int = 0) -> SchedulerOutput:
+        """Decide the step's work. The first `num_decoding_ahead` running requests are already scheduled for one
+        decode token each, their blocks allocated (the engine's decode cohort, `servesim.fastpath`): start after
+        them."""
         raise NotImplementedError
 
     def finish(self, s: RequestState) -> None:

@@ -10,11 +10,12 @@ from servesim.request import RequestState
 class StaticScheduler(Scheduler):
     name = "static"
     chunked = False
+    reserves_lifetime_kv = True
 
-    def schedule(self) -> SchedulerOutput:
+    def schedule(self, num_decoding_ahead: int = 0) -> SchedulerOutput:
         self.out = out = SchedulerOutput()
         if self.running:  # a batch is in flight: its unfinished members decode; nothing joins
-            for req in self.running:
+            for req in self.running[num_decoding_ahead:]:  # the engine's decode cohort already has its token
                 if req.num_tokens_needed:
                     out.scheduled[req] = req.num_tokens_needed
             self.note_rest(self.waiting, Reason.BATCH_CLOSED, "the running batch must finish first")

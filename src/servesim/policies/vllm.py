@@ -16,16 +16,17 @@ from servesim.request import RequestState
 class VLLMScheduler(Scheduler):
     name = "vllm"
 
-    def schedule(self) -> SchedulerOutput:
+    def schedule(self, num_decoding_ahead: int = 0) -> SchedulerOutput:
         self.out = out = SchedulerOutput()
         cfg, kv, running = self.config, self.kv, self.running
-        budget = cfg.max_num_batched_tokens
+        # the engine's decode cohort: the first running requests, already given one token each (servesim.fastpath)
+        budget = cfg.max_num_batched_tokens - num_decoding_ahead
         # NOTE: a lone request is never capped by long_prefill_token_threshold.
         many = len(running) + len(self.waiting) + len(self.swapped) > 1
         cap = cfg.long_prefill_token_threshold if many else 0
 
         # running: in admission order; on a KV shortfall preempt until the request fits
-        i = 0
+        i = num_decoding_ahead
         while i < len(running) and budget > 0:
             req = running[i]
             n = min(req.num_tokens_needed, budget, cap or budget)
