@@ -102,16 +102,17 @@ def simulate(
     now, step, nxt, n_done = 0.0, 0, 0, 0
     arrivals: list[str] = []
     release: list[RequestState] = []  # async scheduling: finished, blocks and seat come back after next step
-    ticks = 0
-    while n_done < len(states) or release:  # async: the last seats come back in one more step
+    ticks, total = 0, len(states)
+    arrival_times = [s.request.arrival_time for s in states] + [None]  # None: no more arrivals
+    while n_done < total or release:  # async: the last seats come back in one more step
         ticks += 1
         if progress is not None and not ticks & 4095:
-            progress(now, n_done, len(states), len(sched.waiting) + len(sched.swapped))
-        while nxt < len(states) and states[nxt].request.arrival_time <= now:
+            progress(now, n_done, total, len(sched.waiting) + len(sched.swapped))
+        while nxt < total and arrival_times[nxt] <= now:
             sched.add_request(states[nxt])
             arrivals.append(states[nxt].request_id)
             nxt += 1
-        next_arrival = states[nxt].request.arrival_time if nxt < len(states) else None
+        next_arrival = arrival_times[nxt]
 
         n = cohort.n
         g = cohort.growth(step) if n else 0
@@ -132,9 +133,9 @@ def simulate(
             sched.step_index = step
             out = sched.schedule(n)
             if not n and not out.scheduled and not out.preempted and not release:
-                if nxt == len(states):
+                if next_arrival is None:
                     raise RuntimeError(f"no request can run at t={now} and none will arrive (a servesim bug)")
-                now = max(now, states[nxt].request.arrival_time)
+                now = max(now, next_arrival)
                 continue
             if (n == len(running) and not out.scheduled and not out.preempted and not out.swap_in_blocks
                     and record != "full"):
@@ -269,17 +270,11 @@ def _advance(plan: Stretch, sched, cohort: DecodeCohort, first_step: int, arriva
     """Apply a stretch: the cohort alone decodes for k steps; returns how many finished in its last step."""
     k, n, kv = plan.k, cohort.n, sched.kv
     num_waiting = len(sched.waiting) + len(sched.swapped)
-    # the KV pool after each step's allocation (nobody frees blocks before the last step's finishes)
-    free_after = [-1] * k
-    if kv.free_blocks is not None:
-        free = kv.free_blocks
-        if plan.growth is None:
-            free_after = [free] * k
-        else:
-            for j, g in enumerate(plan.growth):
-                free -= g
-                free_after[j] = free
-        kv.free_blocks = free
+    free_after = plan.free_after
+    if free_after is None:
+        free_after = [-1] * k
+    else:
+        kv.free_blocks = free_after[-1]  # nobody frees blocks before the last step's finishes
     last = first_step + k - 1
     if record != "summary":
         members = sched.running[:n]

@@ -21,19 +21,19 @@ both preemption modes): the same token times (to float tolerance) and, with reco
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass
 from heapq import heappop, heappush
+from itertools import accumulate, cycle, islice
 
 from servesim.cost import CostModel, StepShape
 from servesim.request import RequestState
-
-DURATION_BLOCK = 32  # steps of durations computed at a time while looking for the next arrival
 
 
 class DecodeCohort:
     """The first `n` requests of the running list, each decoding one token per step since `decoding_since`."""
 
-    __slots__ = ("block_size", "grows", "n", "base", "phase", "heap")
+    __slots__ = ("block_size", "grows", "n", "base", "phase", "heap", "step_seconds")
 
     def __init__(self, block_size: int, grows: bool = True) -> None:
         self.block_size = block_size
@@ -43,6 +43,8 @@ class DecodeCohort:
         #                base + n * S
         self.phase = [0] * block_size  # members by (num_computed_tokens - decoding_since) mod block_size
         self.heap: list[tuple[int, int, int, RequestState]] = []  # (step of the last token, index, since, state)
+        self.step_seconds = 0.0  # the last stretch's last step duration: a guess at how many steps fit before
+        #                          the next arrival
 
     def can_join(self, s: RequestState) -> bool:
         """A running request whose next step is a one-token decode, holding exactly the blocks of its tokens."""
@@ -118,7 +120,7 @@ class Stretch:
     k: int  # steps
     durations: list[float]  # seconds, one per step
     starts: list[float]  # seconds
-    growth: list[int] | None  # new blocks allocated in each step (None: unlimited KV)
+    free_after: list[int] | None  # the KV pool after each step's allocation (None: unlimited KV)
 
 
 def decode_durations(cost: CostModel, n: int, context_sum: int, k: int,
@@ -151,32 +153,38 @@ def plan_stretch(cohort: DecodeCohort, free_blocks: int | None, cost: CostModel,
     schedule with the new request in the queue). None when the first step's blocks do not fit."""
     n = cohort.n
     k = cohort.next_last_token() - step + 1
-    grow = None
-    if free_blocks is not None and cohort.grows:
-        phase, bs = cohort.phase, cohort.block_size
-        grow, total = [], 0
-        for j in range(k):
-            g = phase[-(step + j) % bs]
-            total += g
-            if total > free_blocks:  # step j would preempt: the stretch ends before it
-                if j == 0:
+    frees = None
+    if free_blocks is not None:
+        if cohort.grows:
+            phase, bs = cohort.phase, cohort.block_size
+            use = [-phase[-(step + j) % bs] for j in range(min(k, bs))]  # periodic: members cross every bs steps
+            frees = list(islice(accumulate(cycle(use), initial=free_blocks), 1, k + 1))
+            if frees[-1] < 0:  # some step would preempt: the stretch ends before it
+                k = next(j for j, f in enumerate(frees) if f < 0)
+                if k == 0:
                     return None
-                k = j
-                break
-            grow.append(g)
+                del frees[k:]
+        else:
+            frees = [free_blocks] * k
     ctx = cohort.context_sum(step)
     durations: list[float] = []
-    starts: list[float] = []
-    t = now
-    while len(durations) < k:  # a block at a time: the next arrival usually comes long before the last token
+    starts: list[float] = [now]
+    while len(durations) < k:
         j0 = len(durations)
-        block = decode_durations(cost, n, ctx + n * j0, min(DURATION_BLOCK, k - j0),
-                                 None if contexts is None else [c + j0 for c in contexts])
-        for d in block:  # left to right, as the step-by-step clock adds them: the same floats
-            if next_arrival is not None and t >= next_arrival and durations:
-                k = len(durations)
-                break
-            starts.append(t)
-            durations.append(d)
-            t += d
-    return Stretch(k, durations, starts, None if grow is None else grow[:k])
+        size = k - j0
+        if next_arrival is not None:  # durations only up to about the next arrival: it usually comes first
+            last = durations[-1] if j0 else cohort.step_seconds
+            if last > 0:
+                size = min(size, int((next_arrival - starts[-1]) / last) + 2)
+        block = decode_durations(cost, n, ctx + n * j0, size, None if contexts is None else [c + j0 for c in contexts])
+        durations += block
+        starts += accumulate(block, initial=starts.pop())  # left to right, as the step-by-step clock adds them
+        if next_arrival is not None and starts[-1] >= next_arrival:
+            # a step that starts at or after the arrival must schedule with the new request in the queue
+            k = max(1, bisect_left(starts, next_arrival, 0, len(durations)))
+            break
+    del starts[k:], durations[k:]
+    cohort.step_seconds = durations[-1]
+    if frees is not None:
+        del frees[k:]
+    return Stretch(k, durations, starts, frees)

@@ -39,39 +39,45 @@ class StepArrays:
 
 
 class StepLog:
-    __slots__ = ("_f", "_i")
+    """Start, duration and free blocks per step; the other columns per run of steps that share them (one step, or
+    a steady stretch whose last step differs only in `num_running_after`), expanded when frozen."""
 
-    FLOATS = ("start_time", "duration")
-    INTS = ("num_scheduled", "num_tokens", "prefill_tokens", "num_decodes", "free_blocks_after_schedule",
-            "num_running_after", "num_waiting_after", "num_preempted")
+    __slots__ = ("_start", "_duration", "_free", "_runs")
+
+    RUN_COLUMNS = ("length", "num_scheduled", "num_tokens", "prefill_tokens", "num_decodes", "num_running_after",
+                   "num_waiting_after", "num_preempted", "num_running_after_last")
 
     def __init__(self) -> None:
-        self._f = [array("d") for _ in self.FLOATS]
-        self._i = [array("i") for _ in self.INTS]  # int32: 4 bytes a value, 18 M steps in ~0.9 GB
+        self._start, self._duration = array("d"), array("d")
+        self._free = array("i")  # int32: 4 bytes a value
+        self._runs = array("i")  # one row of RUN_COLUMNS per run, flat
 
     def add(self, start: float, duration: float, num_scheduled: int, num_tokens: int, prefill_tokens: int,
             num_decodes: int, free_blocks: int | None, running: int, waiting: int, preempted: int) -> None:
-        f, i = self._f, self._i
-        f[0].append(start)
-        f[1].append(duration)
-        for col, v in zip(i, (num_scheduled, num_tokens, prefill_tokens, num_decodes,
-                              -1 if free_blocks is None else free_blocks, running, waiting, preempted)):
-            col.append(v)
+        self._start.append(start)
+        self._duration.append(duration)
+        self._free.append(-1 if free_blocks is None else free_blocks)
+        self._runs.extend((1, num_scheduled, num_tokens, prefill_tokens, num_decodes, running, waiting, preempted,
+                           running))
 
     def extend(self, starts: list[float], durations: list[float], n: int, free_blocks: list[int],
                running_last: int, waiting: int) -> None:
         """A steady stretch: k steps of n one-token decodes; `running_last` requests run after its last step."""
-        k = len(starts)
-        self._f[0].extend(starts)
-        self._f[1].extend(durations)
-        const, zero = array("i", [n]) * k, array("i", [0]) * k
-        running = array("i", [n]) * k
-        running[-1] = running_last
-        for col, v in zip(self._i, (const, const, zero, const, array("i", free_blocks), running,
-                                    array("i", [waiting]) * k, zero)):
-            col.extend(v)
+        self._start.extend(starts)
+        self._duration.extend(durations)
+        self._free.extend(free_blocks)
+        self._runs.extend((len(starts), n, n, 0, n, n, waiting, 0, running_last))
 
     def freeze(self, usable_blocks: int | None) -> StepArrays:
-        f = [np.frombuffer(a, dtype=np.float64) if len(a) else np.zeros(0) for a in self._f]
-        i = [np.frombuffer(a, dtype=np.int32) if len(a) else np.zeros(0, np.int32) for a in self._i]
-        return StepArrays(*f, *i, usable_blocks)
+        f = [np.frombuffer(a, dtype=np.float64) if len(a) else np.zeros(0) for a in (self._start, self._duration)]
+        width = len(self.RUN_COLUMNS)
+        runs = (np.frombuffer(self._runs, dtype=np.int32) if len(self._runs) else np.zeros(0, np.int32))
+        runs = runs.reshape(-1, width)
+        length = runs[:, 0]
+        cols = {name: np.repeat(runs[:, i], length) for i, name in enumerate(self.RUN_COLUMNS[1:-1], start=1)}
+        if len(length):
+            cols["num_running_after"][np.cumsum(length) - 1] = runs[:, -1]
+        free = np.frombuffer(self._free, dtype=np.int32) if len(self._free) else np.zeros(0, np.int32)
+        return StepArrays(*f, cols["num_scheduled"], cols["num_tokens"], cols["prefill_tokens"], cols["num_decodes"],
+                          free, cols["num_running_after"], cols["num_waiting_after"], cols["num_preempted"],
+                          usable_blocks)

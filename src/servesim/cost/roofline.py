@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from servesim.cost.base import StepShape
 from servesim.cost.specs import GpuSpec, ModelSpec, load_gpu, load_model
 from servesim.errors import ConfigError
@@ -21,6 +23,8 @@ GEMM_TILE_TOKENS = 128
 ELEMENTWISE_KERNELS_PER_LAYER = 4
 # The sampler reads the float32 logits about three times (softmax, top-k/top-p, sampling).
 SAMPLER_LOGIT_PASSES = 3
+# Decode stretches at least this long are computed with numpy (its per-call cost pays off from here on).
+NUMPY_STRETCH = 24
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +79,7 @@ class Roofline:
     __slots__ = ("name", "model", "gpu", "tp", "params", "kv_bytes_per_token", "_c", "_m", "_kl", "_L", "_gemms",
                  "_moe", "_attn_flops", "_attn_bytes_kv", "_attn_bytes_q", "_elem_bytes", "_elem_kernels",
                  "_lm", "_sampler_bytes", "_ar_bytes", "_ar_count", "_ar_link", "_weights", "_act_bytes",
-                 "_layer_gemms")
+                 "_by_tokens", "_by_sampled")
 
     def __init__(self, model: str | ModelSpec = "llama-3-8b", gpu: str | GpuSpec = "h100-80gb", tp: int = 1,
                  params: CostParams | None = None) -> None:
@@ -88,7 +92,8 @@ class Roofline:
         if m.intermediate_size % tp:
             raise ConfigError(f"tp={tp}: must divide intermediate_size ({m.intermediate_size}) of {m.name}")
         self.name, self.model, self.gpu, self.tp = "roofline", m, g, tp
-        self._layer_gemms: dict[int, float] = {}
+        self._by_tokens: dict[int, float] = {}
+        self._by_sampled: dict[int, float] = {}
         p = self.params = params or CostParams.defaults(g)
         d, h, hd, L = m.dtype_bytes, m.hidden_size, m.head_dim, m.num_hidden_layers
         heads = m.num_attention_heads // tp
@@ -170,50 +175,59 @@ class Roofline:
         tokens = pq + dq
         if tokens == 0:
             return self.params.step_overhead
-        kl, c, mem = self._kl, self._c, self._m
-        layer = self._layer_gemms.get(tokens)
-        if layer is None:  # depends on the token count alone: computed once per count (the engine's hot path)
+        c, mem, kl = self._c, self._m, self._kl
+        attn = 0.0
+        if pq:
+            fc, fm = self._attn_flops * ppairs * c, (self._attn_bytes_kv * pkv + self._attn_bytes_q * pq) * mem
+            attn += (fc if fc > fm else fm) + kl
+        if dq:
+            fc, fm = self._attn_flops * dpairs * c, (self._attn_bytes_kv * dkv + self._attn_bytes_q * dq) * mem
+            attn += (fc if fc > fm else fm) + kl
+        return self._fixed(tokens, num_decodes + shape.num_sampled) + self._L * attn
+
+    def _fixed(self, tokens: int, sampled: int) -> float:
+        """Everything but attention: GEMMs, elementwise work, all-reduces and the step overhead depend on the token
+        count alone, the LM head and sampler on the sampled count, so each is computed once per count (the
+        engine's hot path)."""
+        t = self._by_tokens.get(tokens)
+        if t is None:
+            kl = self._kl
             layer = 0.0
             for _, k, n in self._gemms:
                 fc, fm = self._gemm(tokens, k, n)
                 layer += (fc if fc > fm else fm) + kl
             if self._moe is not None:
                 layer += self._moe_time(tokens)
-            self._layer_gemms[tokens] = layer
-        if pq:
-            fc, fm = self._attn_flops * ppairs * c, (self._attn_bytes_kv * pkv + self._attn_bytes_q * pq) * mem
-            layer += (fc if fc > fm else fm) + kl
-        if dq:
-            fc, fm = self._attn_flops * dpairs * c, (self._attn_bytes_kv * dkv + self._attn_bytes_q * dq) * mem
-            layer += (fc if fc > fm else fm) + kl
-        total = self._L * layer + self._elem_bytes * tokens * mem + self._elem_kernels * kl
-        sampled = num_decodes + shape.num_sampled
-        if sampled:
-            fc, fm = self._gemm(sampled, *self._lm)
-            total += (fc if fc > fm else fm) + kl + self._sampler_bytes * sampled * mem + kl
-        if self._ar_count:
-            total += self._ar_count * allreduce_time(self._ar_bytes * tokens, self.tp, self._ar_link,
+            t = self._L * layer + self._elem_bytes * tokens * self._m + self._elem_kernels * kl
+            if self._ar_count:
+                t += self._ar_count * allreduce_time(self._ar_bytes * tokens, self.tp, self._ar_link,
                                                      self.params.allreduce)
-        return total + self.params.step_overhead
+            t = self._by_tokens[tokens] = t + self.params.step_overhead
+        if not sampled:
+            return t
+        lm = self._by_sampled.get(sampled)
+        if lm is None:
+            fc, fm = self._gemm(sampled, *self._lm)
+            lm = (fc if fc > fm else fm) + self._kl + self._sampler_bytes * sampled * self._m + self._kl
+            self._by_sampled[sampled] = lm
+        return t + lm
 
     def decode_stretch(self, n: int, context_sum: int, k: int) -> list[float]:
         """Durations of k steps of n one-token decodes whose contexts (summing to `context_sum` at the first
-        step) each grow by one token per step: what the engine's fast path asks for.
-
-        Only decode attention depends on the context (through the sum of contexts), so the first step comes from
-        `step_time` and the others differ from it by that term alone.
-        """
-        first = self.step_time(StepShape((1,) * n, (context_sum,) + (0,) * (n - 1), (True,) * n, n))
-        a, b, q = self._attn_flops * self._c, self._attn_bytes_kv * self._m, self._attn_bytes_q * n * self._m
-        out, L = [], self._L
-        attn0 = None
-        for j in range(k):
-            kv = context_sum + n + n * j  # positions read (= query-key pairs) in step j
-            fc, fm = a * kv, b * kv + q
-            attn = fc if fc > fm else fm
-            if attn0 is None:
-                attn0 = attn
-            out.append(first + L * (attn - attn0))
+        step) each grow by one token per step: what the engine's fast path asks for. The same arithmetic as
+        `step_time`, step by step, so the same floats."""
+        fixed, L, kl = self._fixed(n, n), self._L, self._kl
+        af, c, bkv, mem = self._attn_flops, self._c, self._attn_bytes_kv, self._m
+        q = self._attn_bytes_q * n
+        if k >= NUMPY_STRETCH:  # the same operations, in the same order, on arrays (IEEE: the same floats)
+            kv = np.arange(context_sum + n, context_sum + n + n * k, n, dtype=np.float64)[:k]
+            return (fixed + L * (np.maximum(af * kv * c, (bkv * kv + q) * mem) + kl)).tolist()
+        out = []
+        kv = context_sum + n  # positions read (= query-key pairs) in the first step
+        for _ in range(k):
+            fc, fm = af * kv * c, (bkv * kv + q) * mem
+            out.append(fixed + L * ((fc if fc > fm else fm) + kl))
+            kv += n
         return out
 
     def _moe_time(self, tokens: int) -> float:
