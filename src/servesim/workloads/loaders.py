@@ -7,6 +7,7 @@ wrong do we walk the text in Python, to name the exact line, column and value.
 from __future__ import annotations
 
 import csv
+import importlib.util
 import io
 import json
 from pathlib import Path
@@ -16,17 +17,19 @@ import numpy as np
 
 from servesim.errors import WorkloadError
 from servesim.workloads.formats import TIME_UNITS, TraceFormat, check_header, choose_format, did_you_mean
+from servesim.workloads.plaincsv import read_plain_csv
 from servesim.workloads.source import CONTAINERS, Source, first_line, parse_json_line, read_source, shorten
 from servesim.workloads.table import RequestTable, take_hashes
 
 AZURE_TIME = "%Y-%m-%d %H:%M:%S%.f"  # e.g. 2023-11-16 18:17:03.9799600 (7 fractional digits)
+NEEDS_POLARS = "reading trace files needs polars: pip install 'servesim[data]'"
 
 
 def require_polars() -> Any:
     try:
         import polars as pl
     except ImportError:
-        raise WorkloadError("reading trace files needs polars: pip install 'servesim[data]'") from None
+        raise WorkloadError(NEEDS_POLARS) from None
     return pl
 
 
@@ -56,10 +59,16 @@ def load_trace(
         check_header(TraceFormat(fmt.name, None, col, col), src.header, str(path))
     roles = {"arrival": fmt.arrival, "prompt": fmt.prompt, "output": fmt.output, **fmt.required_extra}
     roles |= {r: c for r, c in fmt.optional.items() if c in src.header}
-    pl = require_polars()
+    extra = [*filters, *(["NumImages"] if "NumImages" in src.header else [])]
+    if importlib.util.find_spec("polars") is None:  # trace files need the data extra, even those read without it
+        raise WorkloadError(NEEDS_POLARS)
     loc = Locator(src)
+    plain = None if extra else read_plain_csv(src, fmt, roles)
+    if plain is not None and (table := plain_table(plain, fmt, keep_failed, loc)) is not None:
+        return table
+    pl = require_polars()
     try:
-        frame = read_frame(pl, src, fmt, roles, [*filters, *(["NumImages"] if "NumImages" in src.header else [])])
+        frame = read_frame(pl, src, fmt, roles, extra)
         return build_table(pl, frame, fmt, roles, filters, keep_failed, loc)
     except WorkloadError:
         raise
@@ -143,6 +152,30 @@ def build_table(
         if roles["arrival"]
         else np.zeros(len(rows))
     )
+    return finish_table(arrival, prompt, output, rows, extra, notes, failed_ok, roles["arrival"] is not None, loc)
+
+
+def plain_table(cols: dict[str, np.ndarray], fmt: TraceFormat, keep_failed: bool, loc: Locator) -> RequestTable | None:
+    """The table from `read_plain_csv`'s columns, through the same checks as polars' columns; None when a value
+    fails them, so that the polars reader names its line."""
+    failed_ok = fmt.name == "burstgpt" and not keep_failed
+    prompt, output = cols["prompt"], cols["output"]
+    if not_whole(prompt, 1).any() or not_whole(output, 0 if failed_ok else 1).any():
+        return None
+    if "arrival" in cols:
+        arrival = seconds(cols["arrival"], fmt.time_unit)
+        if not np.isfinite(arrival).all():
+            return None
+    else:
+        arrival = np.zeros(len(prompt))
+    rows = np.arange(len(prompt), dtype=np.int64)
+    return finish_table(arrival, prompt.astype(np.int64), output.astype(np.int64), rows, {}, [], failed_ok,
+                        "arrival" in cols, loc)
+
+
+def finish_table(arrival: np.ndarray, prompt: np.ndarray, output: np.ndarray, rows: np.ndarray, extra: dict[str, Any],
+                 notes: list[str], failed_ok: bool, has_arrivals: bool, loc: Locator) -> RequestTable:
+    """Checked columns to a table: failed requests dropped (BurstGPT), rows sorted by arrival, times from 0."""
     keep = np.flatnonzero(output > 0) if failed_ok else np.arange(len(rows))
     if len(keep) == 0:
         raise WorkloadError(f"{loc.src}: every request failed (0 response tokens); nothing to simulate")
@@ -161,18 +194,23 @@ def build_table(
             if name in extra:
                 extra[name] = extra[name][keep]
         arrival, prompt, output, rows = arrival[keep], prompt[keep], output[keep], rows[keep]
-    has_arrivals = roles["arrival"] is not None
     return RequestTable(
         arrival - arrival[0], prompt, output, row=rows, notes=tuple(notes), has_arrivals=has_arrivals, **extra
     )
 
 
-def whole_numbers(pl: Any, col: Any, rows: np.ndarray, loc: Locator, minimum: int | None) -> np.ndarray:
-    values = as_float(pl, col)
+def not_whole(values: np.ndarray, minimum: int | None) -> np.ndarray:
+    """Where `values` are not whole numbers >= minimum (NaN, for a value that is not a number, never is)."""
     with np.errstate(invalid="ignore"):
         bad = ~np.isfinite(values) | (values != np.round(values)) | (np.abs(values) > 2**53)
         if minimum is not None:
             bad |= values < minimum
+    return bad
+
+
+def whole_numbers(pl: Any, col: Any, rows: np.ndarray, loc: Locator, minimum: int | None) -> np.ndarray:
+    values = as_float(pl, col)
+    bad = not_whole(values, minimum)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         expected = "a whole number" + (f" >= {minimum}" if minimum is not None else "")
@@ -195,7 +233,7 @@ def arrival_seconds(pl: Any, col: Any, unit: str, rows: np.ndarray, loc: Locator
         values = as_float(pl, col)
         if not (ok := np.isfinite(values)).all():
             loc.fail(rows, col, int(np.argmin(ok)), f"a number of {unit_name(unit)}")
-        return values / TIME_UNITS[unit]  # divide: 3536999 ms is exactly 3536.999 s
+        return seconds(values, unit)
     stamps = col
     if col.dtype == pl.String:
         stamps = col.str.strip_chars().str.to_datetime(
@@ -204,8 +242,14 @@ def arrival_seconds(pl: Any, col: Any, unit: str, rows: np.ndarray, loc: Locator
     ok = stamps.is_not_null().to_numpy() if stamps.dtype.is_temporal() else np.zeros(len(col), bool)
     if not ok.all():
         loc.fail(rows, col, int(np.argmin(ok)), "a date and time such as 2023-11-16 18:17:03.9799600")
-    ns = stamps.cast(pl.Datetime("ns")).cast(pl.Int64).to_numpy()
-    return (ns - ns.min()).astype(np.float64) / 1e9  # subtract in integers: no precision lost
+    return seconds(stamps.cast(pl.Datetime("ns")).cast(pl.Int64).to_numpy(), unit)
+
+
+def seconds(values: np.ndarray, unit: str) -> np.ndarray:
+    """Arrival values in `unit` (int64 nanoseconds for datetimes) to float seconds."""
+    if unit == "datetime":
+        return (values - values.min()).astype(np.float64) / 1e9  # subtract in integers: no precision lost
+    return values / TIME_UNITS[unit]  # divide: 3536999 ms is exactly 3536.999 s
 
 
 def unit_name(unit: str) -> str:
