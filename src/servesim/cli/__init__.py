@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 from servesim.cli.app import app
@@ -26,6 +27,27 @@ def main() -> None:
             _fail(message)
         raise
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def entry() -> None:
+    """The program (`servesim`, `python -m servesim.cli`): `main()`, then out without tearing the interpreter down.
+    Freeing every module and object one by one takes ~0.1 s after a large run; the operating system frees the
+    process at once. In-process callers (the tests) call `main()`, which raises SystemExit as usual."""
+    try:
+        main()
+        code = 0
+    except SystemExit as exc:
+        code = exc.code
+    if code is None:
+        code = 0
+    if not isinstance(code, int):
+        sys.exit(code)
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except Exception:  # noqa: BLE001  e.g. a closed pipe: let the interpreter report it as it always does
+        sys.exit(code)
+    os._exit(code)
 
 
 def _fail(message: str) -> None:
