@@ -79,6 +79,17 @@ def test_python_dash_m_entry_point_reports_one_line_errors():
     assert proc.stderr == "servesim: error: No such option: --no-such-flag\n"
 
 
+def test_python_dash_m_flushes_all_output_before_it_exits(tmp_path):
+    # the program leaves by os._exit, without the interpreter's teardown: everything must be written by then
+    out = tmp_path / "r.json"
+    proc = subprocess.run([sys.executable, "-m", "servesim.cli", "run", "--workload", "seed", "--json", str(out)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("============ Serving Benchmark Result ============\n")
+    assert proc.stdout.endswith(f"wrote {out}\n")
+    assert json.loads(out.read_text())["completed"] == 5
+
+
 def test_engine_options_reach_every_simulating_command(tmp_path):
     # the seed under KV pressure (137 usable blocks): L is preempted once; by swap nothing is recomputed
     kv = ["--workload", "seed", "--max-num-batched-tokens", "256", "--max-num-seqs", "8", "--num-gpu-blocks", "138"]
