@@ -245,9 +245,11 @@ def simulate(
             cohort.absorb(running, step)
 
     step_log = log.freeze(cfg.usable_blocks)
-    clock = TokenClock(step_log.start_time + step_log.duration)  # the same floats as each step's `end`
+    clock = TokenClock(step_log.end_time)  # the same floats as each step's `end`
     timelines = [None] * len(states)
-    for s in states:
+    cohort.heap.clear()
+    for i, s in enumerate(states):
+        states[i] = None  # each state goes as its timeline comes: a million requests never hold both
         timelines[s.index] = RequestTimeline(
             s.request_id, s.request.arrival_time, s.request.prompt_len, s.request.output_len,
             s.first_scheduled_time, tuple(s.token_runs), s.finish_time, s.num_preemptions, s.request.priority,
@@ -285,7 +287,7 @@ def _advance(plan: Stretch, sched, cohort: DecodeCohort, first_step: int, arriva
     for s in done:
         s.finish_time = end
         sched.finish(s)
-    log.extend(plan.starts, plan.durations, n, free_after, n - len(done), num_waiting)
+    log.extend(plan.starts, plan.durations, end, n, free_after, n - len(done), num_waiting)
     return len(done)
 
 

@@ -25,6 +25,7 @@ from bisect import bisect_left
 from dataclasses import dataclass
 from heapq import heappop, heappush
 from itertools import accumulate, cycle, islice
+from operator import sub
 
 from servesim.cost import CostModel, StepShape
 from servesim.request import RequestState
@@ -97,6 +98,13 @@ class DecodeCohort:
         """New blocks the members allocate in `step`: those whose context fills its last block exactly."""
         return self.phase[-step % self.block_size] if self.grows else 0
 
+    def pool_after(self, step: int, free_blocks: int, k: int) -> list[int]:
+        """Free blocks after each of the k steps from `step` (they may go negative: the caller stops before)."""
+        bs = self.block_size
+        back = self.phase[::-1]  # step + j takes members of phase (-step - j) mod bs: the phases backwards
+        s0 = bs - 1 - (-step % bs)
+        return list(islice(accumulate(cycle(back[s0:] + back[:s0]), sub, initial=free_blocks), 1, k + 1))
+
     def next_last_token(self) -> int:
         """The step that samples some member's last token (the cohort is not empty)."""
         heap = self.heap
@@ -153,19 +161,13 @@ def plan_stretch(cohort: DecodeCohort, free_blocks: int | None, cost: CostModel,
     schedule with the new request in the queue). None when the first step's blocks do not fit."""
     n = cohort.n
     k = cohort.next_last_token() - step + 1
-    frees = None
-    if free_blocks is not None:
-        if cohort.grows:
-            phase, bs = cohort.phase, cohort.block_size
-            use = [-phase[-(step + j) % bs] for j in range(min(k, bs))]  # periodic: members cross every bs steps
-            frees = list(islice(accumulate(cycle(use), initial=free_blocks), 1, k + 1))
-            if frees[-1] < 0:  # some step would preempt: the stretch ends before it
-                k = next(j for j, f in enumerate(frees) if f < 0)
-                if k == 0:
-                    return None
-                del frees[k:]
-        else:
-            frees = [free_blocks] * k
+    grows = free_blocks is not None and cohort.grows
+    if grows and free_blocks < n * -(-k // cohort.block_size):  # the pool could run dry (n blocks per bs steps)
+        frees = cohort.pool_after(step, free_blocks, k)
+        if frees[-1] < 0:  # some step would preempt: the stretch ends before it
+            k = next(j for j, f in enumerate(frees) if f < 0)
+            if k == 0:
+                return None
     ctx = cohort.context_sum(step)
     durations: list[float] = []
     starts: list[float] = [now]
@@ -185,6 +187,8 @@ def plan_stretch(cohort: DecodeCohort, free_blocks: int | None, cost: CostModel,
             break
     del starts[k:], durations[k:]
     cohort.step_seconds = durations[-1]
-    if frees is not None:
-        del frees[k:]
+    if grows:
+        frees = cohort.pool_after(step, free_blocks, k)
+    else:
+        frees = None if free_blocks is None else [free_blocks] * k
     return Stretch(k, durations, starts, frees)

@@ -45,7 +45,7 @@ def slot_utilization(result: SimResult) -> float:
     """The lesson's measure over the whole run: scheduled request-steps / (max_num_seqs x steps)."""
     log = result.step_log
     if log is not None:
-        steps, active = len(log), int(log.num_scheduled.sum())
+        steps, active = len(log), log.total("num_scheduled")
     else:
         steps, active = len(result.steps), sum(len(s.scheduled) for s in result.steps)
     return active / (result.config.max_num_seqs * steps) if steps else 0.0
@@ -60,7 +60,7 @@ def prefill_chunks(result: SimResult, request_id: str) -> list[int]:
 def prompt_tokens_processed(result: SimResult) -> int:
     """Prefill tokens over the run, recomputation after preemption included (step log: every record level)."""
     if result.step_log is not None:
-        return int(result.step_log.prefill_tokens.sum())
+        return result.step_log.total("prefill_tokens")
     return sum(s.prefill_tokens for s in result.steps)
 
 
@@ -82,7 +82,7 @@ class TokenGap:
 def step_ends(result: SimResult) -> np.ndarray:
     """Each step's end time, from the step log when there is one (every record level), else the records."""
     if result.step_log is not None:
-        return result.step_log.start_time + result.step_log.duration
+        return result.step_log.end_time
     return np.fromiter((s.end_time for s in result.steps), float, len(result.steps))
 
 

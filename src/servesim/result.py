@@ -38,7 +38,7 @@ class SimResult:
     @property
     def tokens_processed(self) -> int:
         if self.step_log is not None:
-            return int(self.step_log.num_tokens.sum())
+            return self.step_log.total("num_tokens")
         return sum(s.total_scheduled_tokens for s in self.steps)
 
     @property

@@ -7,77 +7,132 @@ tokens per step and KV use over time. Steady stretches append whole ranges at on
 from __future__ import annotations
 
 from array import array
-from dataclasses import dataclass
+from itertools import islice
 
 import numpy as np
 
+RUN_COLUMNS = ("length", "num_scheduled", "num_tokens", "prefill_tokens", "num_decodes", "num_running_after",
+               "num_waiting_after", "num_preempted", "num_running_after_last")
 
-@dataclass(frozen=True, slots=True, eq=False)
+
 class StepArrays:
-    start_time: np.ndarray  # seconds
-    duration: np.ndarray  # seconds
-    num_scheduled: np.ndarray  # requests in the step
-    num_tokens: np.ndarray
-    prefill_tokens: np.ndarray
-    num_decodes: np.ndarray
-    free_blocks_after_schedule: np.ndarray  # -1 when KV is unlimited
-    num_running_after: np.ndarray
-    num_waiting_after: np.ndarray
-    num_preempted: np.ndarray
-    usable_blocks: int | None
+    """Every step's end, duration and free KV blocks; the other columns are kept per run of steps that share them
+    (a steady stretch is one run) and expanded to one value per step when read, and a step's start is the previous
+    step's end except after an idle gap (kept apart). A long run holds ~25 bytes a step (a million requests:
+    ~18 M steps) instead of 56."""
+
+    __slots__ = ("end_time", "duration", "free_blocks_after_schedule", "usable_blocks", "_runs", "_gaps")
+
+    def __init__(self, end_time: np.ndarray, duration: np.ndarray, free_blocks_after_schedule: np.ndarray,
+                 runs: np.ndarray, gaps: tuple[np.ndarray, np.ndarray], usable_blocks: int | None) -> None:
+        self.end_time = end_time  # seconds: start + duration, the very floats of the engine's clock
+        self.duration = duration  # seconds
+        self.free_blocks_after_schedule = free_blocks_after_schedule  # -1 when KV is unlimited
+        self.usable_blocks = usable_blocks
+        self._runs = runs  # one row of RUN_COLUMNS per run
+        self._gaps = gaps  # (steps that did not start at the previous end, their starts)
+
+    @property
+    def start_time(self) -> np.ndarray:
+        start = np.empty_like(self.end_time)
+        start[1:] = self.end_time[:-1]
+        index, value = self._gaps
+        start[index] = value
+        return start
+
+    def _column(self, name: str) -> np.ndarray:
+        runs = self._runs
+        return np.repeat(runs[:, RUN_COLUMNS.index(name)], runs[:, 0])
+
+    @property
+    def num_scheduled(self) -> np.ndarray:  # requests in the step
+        return self._column("num_scheduled")
+
+    @property
+    def num_tokens(self) -> np.ndarray:
+        return self._column("num_tokens")
+
+    @property
+    def prefill_tokens(self) -> np.ndarray:
+        return self._column("prefill_tokens")
+
+    @property
+    def num_decodes(self) -> np.ndarray:
+        return self._column("num_decodes")
+
+    @property
+    def num_running_after(self) -> np.ndarray:
+        col = self._column("num_running_after")
+        if col.size:
+            col[np.cumsum(self._runs[:, 0]) - 1] = self._runs[:, -1]
+        return col
+
+    @property
+    def num_waiting_after(self) -> np.ndarray:
+        return self._column("num_waiting_after")
+
+    @property
+    def num_preempted(self) -> np.ndarray:
+        return self._column("num_preempted")
+
+    def total(self, name: str) -> int:
+        """The sum of a run column over every step, without expanding it."""
+        runs = self._runs
+        return int(np.dot(runs[:, RUN_COLUMNS.index(name)].astype(np.int64), runs[:, 0]))
 
     def __len__(self) -> int:
-        return len(self.start_time)
+        return len(self.end_time)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, StepArrays):
             return NotImplemented
+        names = ("end_time", "start_time", "duration", "free_blocks_after_schedule", *RUN_COLUMNS[1:-1])
         return self.usable_blocks == other.usable_blocks and all(
-            np.array_equal(getattr(self, f), getattr(other, f)) for f in self.__slots__ if f != "usable_blocks")
+            np.array_equal(getattr(self, f), getattr(other, f)) for f in names)
 
     __hash__ = None
 
 
 class StepLog:
-    """Start, duration and free blocks per step; the other columns per run of steps that share them (one step, or
-    a steady stretch whose last step differs only in `num_running_after`), expanded when frozen."""
+    """Appends steps as the engine runs them (see `StepArrays`)."""
 
-    __slots__ = ("_start", "_duration", "_free", "_runs")
-
-    RUN_COLUMNS = ("length", "num_scheduled", "num_tokens", "prefill_tokens", "num_decodes", "num_running_after",
-                   "num_waiting_after", "num_preempted", "num_running_after_last")
+    __slots__ = ("_end", "_duration", "_free", "_runs", "_gap_index", "_gap_start")
 
     def __init__(self) -> None:
-        self._start, self._duration = array("d"), array("d")
+        self._end, self._duration = array("d"), array("d")
         self._free = array("i")  # int32: 4 bytes a value
         self._runs = array("i")  # one row of RUN_COLUMNS per run, flat
+        self._gap_index, self._gap_start = array("q"), array("d")
+
+    def _start_at(self, start: float) -> None:
+        if not self._end or self._end[-1] != start:
+            self._gap_index.append(len(self._end))
+            self._gap_start.append(start)
 
     def add(self, start: float, duration: float, num_scheduled: int, num_tokens: int, prefill_tokens: int,
             num_decodes: int, free_blocks: int | None, running: int, waiting: int, preempted: int) -> None:
-        self._start.append(start)
+        self._start_at(start)
+        self._end.append(start + duration)
         self._duration.append(duration)
         self._free.append(-1 if free_blocks is None else free_blocks)
         self._runs.extend((1, num_scheduled, num_tokens, prefill_tokens, num_decodes, running, waiting, preempted,
                            running))
 
-    def extend(self, starts: list[float], durations: list[float], n: int, free_blocks: list[int],
+    def extend(self, starts: list[float], durations: list[float], end: float, n: int, free_blocks: list[int],
                running_last: int, waiting: int) -> None:
-        """A steady stretch: k steps of n one-token decodes; `running_last` requests run after its last step."""
-        self._start.extend(starts)
+        """A steady stretch: k steps of n one-token decodes, each starting where the one before ended, the last
+        ending at `end`; `running_last` requests run after its last step."""
+        self._start_at(starts[0])
+        self._end.extend(islice(starts, 1, None))
+        self._end.append(end)
         self._duration.extend(durations)
         self._free.extend(free_blocks)
         self._runs.extend((len(starts), n, n, 0, n, n, waiting, 0, running_last))
 
     def freeze(self, usable_blocks: int | None) -> StepArrays:
-        f = [np.frombuffer(a, dtype=np.float64) if len(a) else np.zeros(0) for a in (self._start, self._duration)]
-        width = len(self.RUN_COLUMNS)
-        runs = (np.frombuffer(self._runs, dtype=np.int32) if len(self._runs) else np.zeros(0, np.int32))
-        runs = runs.reshape(-1, width)
-        length = runs[:, 0]
-        cols = {name: np.repeat(runs[:, i], length) for i, name in enumerate(self.RUN_COLUMNS[1:-1], start=1)}
-        if len(length):
-            cols["num_running_after"][np.cumsum(length) - 1] = runs[:, -1]
-        free = np.frombuffer(self._free, dtype=np.int32) if len(self._free) else np.zeros(0, np.int32)
-        return StepArrays(*f, cols["num_scheduled"], cols["num_tokens"], cols["prefill_tokens"], cols["num_decodes"],
-                          free, cols["num_running_after"], cols["num_waiting_after"], cols["num_preempted"],
-                          usable_blocks)
+        def view(a: array, dtype) -> np.ndarray:
+            return np.frombuffer(a, dtype=dtype) if len(a) else np.zeros(0, dtype)
+
+        return StepArrays(view(self._end, np.float64), view(self._duration, np.float64), view(self._free, np.int32),
+                          view(self._runs, np.int32).reshape(-1, len(RUN_COLUMNS)),
+                          (view(self._gap_index, np.int64), view(self._gap_start, np.float64)), usable_blocks)
