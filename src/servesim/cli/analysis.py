@@ -8,8 +8,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from servesim.cli.app import app
 from servesim.cli.options import (
@@ -37,6 +35,7 @@ from servesim.cli.options import (
     engine_options,
 )
 from servesim.cli.progress import SimProgress
+from servesim.cli.term import LazyConsole
 from servesim.cli.workload import (
     BurstinessOpt,
     ColumnsOpt,
@@ -61,7 +60,7 @@ from servesim.engine import simulate
 from servesim.errors import ConfigError
 from servesim.parquet import ParquetRecords
 
-console = Console(highlight=False, soft_wrap=True)
+console = LazyConsole(highlight=False, soft_wrap=True)  # compare, explain; run prints plain text
 
 Model = Annotated[str | None, typer.Option("--model", help="Model for the roofline cost (e.g. llama-3-8b); "
                                                           "given, the cost model is the roofline.")]
@@ -159,14 +158,14 @@ def run_cmd(
     with SimProgress() as progress, (ParquetRecords(records_dir) if records_dir else nullcontext()) as sink:
         result = simulate(reqs, cfg, policy, cm, record=record, progress=progress, sink=sink)
     if records_dir is not None:
-        console.print(f"wrote step records to {records_dir}/")
+        print(f"wrote step records to {records_dir}/")
     m = benchmark_metrics(result, ps, slos, warmup, cooldown)
     over = detect_overload(result, warmup, cooldown)
     if over.overloaded:
-        console.print(over.sentence())
-    console.print(format_result(m, names, request_rate=request_rate), markup=False)
+        print(over.sentence())
+    print(format_result(m, names, request_rate=request_rate))
     if server:
-        console.print(format_server(server_metrics(result, ps)), markup=False)
+        print(format_server(server_metrics(result, ps)))
     if json_path:
         rate = None if request_rate is None else "inf" if request_rate == float("inf") else request_rate
         data = to_json(m, names) | {"request_rate": rate, "burstiness": burstiness if rate is not None else None,
@@ -174,7 +173,7 @@ def run_cmd(
                                     "policy": result.policy, "cost_model": result.cost_model,
                                     "overloaded": over.overloaded, "num_steps": len(result.step_log)}
         json_path.write_text(json.dumps(data, indent=2) + "\n")
-        console.print(f"wrote {json_path}")
+        print(f"wrote {json_path}")
 
 
 @app.command()
@@ -238,6 +237,8 @@ def compare(
         results, notes = run_policies(reqs, names, cfg, cm)
     else:
         results = run_sweep(reqs, policy, cfg, cm, *parse_set(set_))
+    from rich.table import Table
+
     t = Table(title=f"{workload}: side by side ({cm.name} cost)", title_justify="left")
     t.add_column("")
     for name in results:

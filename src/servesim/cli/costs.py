@@ -5,21 +5,31 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from servesim.cli.app import app
 from servesim.cost import StepShape, get_cost_model
 from servesim.cost.specs import builtin_gpus, builtin_models, load_model
 from servesim.errors import ConfigError
 
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
 
 def _console() -> Console:
+    from rich.console import Console  # imported here: only these commands print rich tables
+
     # Wide enough for the tables even when not on a terminal (pipes, tests); a real terminal may be wider.
     return Console(width=max(120, shutil.get_terminal_size().columns))
+
+
+def _table(title: str) -> Table:
+    from rich.table import Table
+
+    return Table(title=title)
 
 
 @app.command()
@@ -61,7 +71,7 @@ def cost(
                            "bytes": p.bytes} for p in parts],
         }, indent=2))
         return
-    table = Table(title=f"{roof.model.name} on {roof.tp} x {roof.gpu.name}: {shape.num_tokens} tokens "
+    table = _table(f"{roof.model.name} on {roof.tp} x {roof.gpu.name}: {shape.num_tokens} tokens "
                         f"({shape.num_decodes} decodes, {len(chunks)} prefill chunks)")
     table.add_column("operator")
     table.add_column("ms", justify="right")
@@ -76,7 +86,7 @@ def cost(
 @app.command()
 def models() -> None:
     """Built-in model specs (Hugging Face config.json values); KV bytes per token at tp=1."""
-    table = Table(title="built-in models (--model NAME, or --model PATH/config.json)")
+    table = _table("built-in models (--model NAME, or --model PATH/config.json)")
     for col in ("name", "params (B)", "layers", "hidden", "heads / kv", "head_dim", "MLP", "vocab", "KV B/token"):
         table.add_column(col, justify="left" if col == "name" else "right")
     for name in builtin_models():
@@ -93,7 +103,7 @@ def models() -> None:
 @app.command()
 def gpus() -> None:
     """Built-in GPU specs (datasheet numbers) and their default efficiencies."""
-    table = Table(title="built-in GPUs (--gpu NAME or alias, or --gpu PATH.toml)")
+    table = _table("built-in GPUs (--gpu NAME or alias, or --gpu PATH.toml)")
     for col in ("name", "aliases", "bf16 TFLOP/s", "memory GB/s", "memory GiB", "interconnect GB/s", "PCIe GB/s",
                 "eff. compute / memory / link"):
         table.add_column(col, justify="left" if col in ("name", "aliases") else "right")
@@ -131,7 +141,7 @@ def calibrate_cmd(
     report = {"num_fit": fit.num_fit, "num_held_out": fit.num_held_out, "held_out": fit.held_out, "seed": seed}
     save_profile(output, profile_dict(load_model(model).name if Path(model).suffix != ".json" else model,
                                       load_gpu(gpu).name, tp, fit.params, fit.allreduce_by_tp, report))
-    table = Table(title=f"held-out error ({fit.num_fit} rows fitted, {fit.num_held_out} held out)")
+    table = _table(f"held-out error ({fit.num_fit} rows fitted, {fit.num_held_out} held out)")
     for col in ("operators", "rows", "MAPE", "worst"):
         table.add_column(col, justify="left" if col == "operators" else "right")
     for group, e in fit.held_out.items():

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from rich.table import Table
+from typing import TYPE_CHECKING
 
 from servesim.records import Kind, StepRecord
 from servesim.result import SimResult
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 
 def _ms(seconds: float) -> str:
@@ -40,6 +43,8 @@ def events(step: StepRecord) -> str:
 
 
 def step_table(result: SimResult, title: str | None = None, limit: int | None = None) -> Table:
+    from rich.table import Table
+
     has_kv = result.config.num_gpu_blocks is not None
     t = Table(title=title or f"{result.policy}: per-step schedule", title_justify="left", show_lines=False)
     for col, kw in [("step", {"justify": "right"}), ("start ms", {"justify": "right"}),

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from servesim.cli.app import app
 from servesim.cli.options import (
@@ -35,6 +33,7 @@ from servesim.cli.options import (
     engine_options,
 )
 from servesim.cli.render import step_table
+from servesim.cli.term import LazyConsole
 from servesim.cli.workload import (
     BurstinessOpt,
     ColumnsOpt,
@@ -62,7 +61,10 @@ from servesim.metrics import longest_prompt, slot_utilization, worst_gap
 from servesim.result import SimResult
 from servesim.workloads import load_workload
 
-console = Console()
+if TYPE_CHECKING:
+    from rich.table import Table
+
+console = LazyConsole()
 
 
 def _ms(seconds: float | None) -> str:
@@ -101,6 +103,8 @@ def demo(
 
 
 def summary_table(results: dict[str, SimResult]) -> Table:
+    from rich.table import Table
+
     t = Table(title="Side by side", title_justify="left")
     t.add_column("")
     for name in results:
@@ -209,6 +213,8 @@ def conform(
         console.print(f"[green]match[/green]: {len(actual['steps'])} steps identical to {expected}")
         return
     i, field, want, got = diff
+    from rich.table import Table
+
     t = Table(title=f"first difference: step #{i}, field {field}", title_justify="left")
     t.add_column("vLLM (expected)", overflow="fold")
     t.add_column("servesim", overflow="fold")
