@@ -16,6 +16,8 @@ from servesim.benchmark import DEFAULT_PERCENTILES, Summary
 from servesim.metrics import slot_utilization
 from servesim.records import Reason, StepRecord
 from servesim.result import SimResult
+from servesim.steplog import StepArrays as StepLogArrays
+from servesim.steplog import StepLog
 
 
 class Bound(str, enum.Enum):
@@ -101,19 +103,22 @@ class StepArrays:
     bound: tuple[Bound, ...] | None  # None without the waiting reasons (record="full" keeps them)
 
 
+def _step_log(result: SimResult) -> StepLogArrays:
+    """The compact step log (kept at every record level), or one built from the records of a hand-made result."""
+    if result.step_log is not None:
+        return result.step_log
+    b = StepLog()
+    for s in result.steps:
+        b.add(s.start_time, s.duration, len(s.scheduled), s.total_scheduled_tokens, s.prefill_tokens,
+              s.num_decodes, s.free_blocks_after_schedule, s.num_running_after, s.num_waiting_after,
+              len(s.preempted))
+    return b.freeze(result.config.usable_blocks)
+
+
 def step_arrays(result: SimResult, bounds: bool = True) -> StepArrays:
     """Per-step arrays from the compact step log (kept at every record level). What bound each step needs the
     waiting reasons of record="full": without them (or with `bounds=False`) `bound` is None, never a guess."""
-    log = result.step_log
-    if log is None:  # a result built by hand, without the engine's log
-        from servesim.steplog import StepLog
-
-        b = StepLog()
-        for s in result.steps:
-            b.add(s.start_time, s.duration, len(s.scheduled), s.total_scheduled_tokens, s.prefill_tokens,
-                  s.num_decodes, s.free_blocks_after_schedule, s.num_running_after, s.num_waiting_after,
-                  len(s.preempted))
-        log = b.freeze(result.config.usable_blocks)
+    log = _step_log(result)
     usable = result.config.usable_blocks
     kv = np.full(len(log), np.nan) if usable is None else 1 - log.free_blocks_after_schedule / usable
     return StepArrays(
@@ -143,15 +148,23 @@ class ServerMetrics:
 
 
 def server_metrics(result: SimResult, percentiles: Sequence[float] = DEFAULT_PERCENTILES) -> ServerMetrics:
-    rb, sa = request_breakdown(result), step_arrays(result)
+    """Per-step statistics come from the step log's runs and columns without expanding them (a million requests:
+    ~18 M steps)."""
+    rb, log = request_breakdown(result), _step_log(result)
     hit = rb.num_preemptions > 0
     kv_mean = kv_max = None
-    if result.config.usable_blocks is not None and sa.duration.sum() > 0:
-        kv_mean = float(np.average(sa.kv_used, weights=sa.duration))
-        kv_max = float(sa.kv_used.max())
+    usable = result.config.usable_blocks
+    if usable is not None and log.duration.sum() > 0:
+        used = log.free_blocks_after_schedule.astype(np.float64)
+        used /= -usable
+        used += 1  # 1 - free / usable
+        kv_mean = float(np.average(used, weights=log.duration))
+        kv_max = float(used.max())
+        del used
     counts: dict[Bound, int] = {}
-    for b in sa.bound or ():
-        counts[b] = counts.get(b, 0) + 1
+    if reasons_recorded(result):
+        for b in map(bound_by, result.steps):
+            counts[b] = counts.get(b, 0) + 1
     return ServerMetrics(
         queue=Summary.of(rb.queue[~np.isnan(rb.queue)], percentiles),
         prefill=Summary.of(rb.prefill[~np.isnan(rb.prefill)], percentiles),
@@ -159,11 +172,19 @@ def server_metrics(result: SimResult, percentiles: Sequence[float] = DEFAULT_PER
         preemptions=len(result.preemptions), preempted_requests=int(hit.sum()),
         max_preemptions=int(rb.num_preemptions.max(initial=0)), recomputed_tokens=result.recomputed_tokens,
         recompute_tax=result.recompute_tax, kv_used_mean=kv_mean, kv_used_max=kv_max,
-        batch_size=Summary.of(sa.batch_size, percentiles, scale=1),
-        tokens_per_step=Summary.of(sa.tokens, percentiles, scale=1),
-        slot_utilization=slot_utilization(result), steps=len(sa.duration),
-        bound=dict(sorted(counts.items(), key=lambda kv: -kv[1])) if sa.bound is not None else None,
+        batch_size=_run_summary(log, "num_scheduled", percentiles),
+        tokens_per_step=_run_summary(log, "num_tokens", percentiles),
+        slot_utilization=slot_utilization(result), steps=len(log),
+        bound=dict(sorted(counts.items(), key=lambda kv: -kv[1])) if reasons_recorded(result) else None,
     )
+
+
+def _run_summary(log: StepLogArrays, column: str, percentiles: Sequence[float]) -> Summary:
+    """Statistics of a per-step count over every step, from its runs (the same as on the expanded column)."""
+    values, lengths = log.runs(column)
+    counts = np.bincount(values, weights=lengths).astype(np.int64)  # steps per value: however the runs fell
+    present = np.flatnonzero(counts)
+    return Summary.of(present, percentiles, scale=1, weights=counts[present])
 
 
 def _line(label: str, value: object, fmt: str = "") -> str:

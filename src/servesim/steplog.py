@@ -75,6 +75,11 @@ class StepArrays:
     def num_preempted(self) -> np.ndarray:
         return self._column("num_preempted")
 
+    def runs(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """A run column as (value of each run, its length in steps): statistics without expanding it."""
+        runs = self._runs
+        return runs[:, RUN_COLUMNS.index(name)], runs[:, 0]
+
     def total(self, name: str) -> int:
         """The sum of a run column over every step, without expanding it."""
         runs = self._runs
