@@ -1,5 +1,6 @@
 """Server-side breakdowns and overload detection, by hand (issue 6)."""
 
+import numpy as np
 import pytest
 from helpers import reqs, run
 
@@ -7,7 +8,7 @@ from servesim.breakdown import Bound, bound_by, request_breakdown, server_metric
 from servesim.config import EngineConfig
 from servesim.engine import simulate
 from servesim.metrics import token_gaps
-from servesim.overload import detect_overload
+from servesim.overload import detect_overload, trend
 from servesim.request import Request
 from servesim.workloads import load_workload
 
@@ -97,6 +98,14 @@ def test_arrivals_faster_than_service_are_overloaded_with_evidence():
     assert o.completion_rate <= 1 / 0.011
     assert o.queue_end > o.queue_start and o.queue_slope > 0
     assert o.sentence().startswith("OVERLOADED: requests arrived at 1000 req/s")
+
+
+def test_queue_trend_is_the_least_squares_slope():
+    # the closed form against numpy's fit: a line with noise, and a step-weighted queue that barely moves
+    rng = np.random.default_rng(0)
+    t = np.sort(rng.uniform(3000.0, 3600.0, 5000))
+    for q in (2.5 * t + rng.normal(0, 40, t.size), np.round(rng.uniform(0, 3, t.size))):
+        assert trend(t, q) == pytest.approx(np.polyfit(t, q, 1)[0], rel=1e-9, abs=1e-15)
 
 
 def test_arrivals_slower_than_service_are_stable():

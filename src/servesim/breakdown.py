@@ -103,7 +103,7 @@ class StepArrays:
     bound: tuple[Bound, ...] | None  # None without the waiting reasons (record="full" keeps them)
 
 
-def _step_log(result: SimResult) -> StepLogArrays:
+def step_log(result: SimResult) -> StepLogArrays:
     """The compact step log (kept at every record level), or one built from the records of a hand-made result."""
     if result.step_log is not None:
         return result.step_log
@@ -118,7 +118,7 @@ def _step_log(result: SimResult) -> StepLogArrays:
 def step_arrays(result: SimResult, bounds: bool = True) -> StepArrays:
     """Per-step arrays from the compact step log (kept at every record level). What bound each step needs the
     waiting reasons of record="full": without them (or with `bounds=False`) `bound` is None, never a guess."""
-    log = _step_log(result)
+    log = step_log(result)
     usable = result.config.usable_blocks
     kv = np.full(len(log), np.nan) if usable is None else 1 - log.free_blocks_after_schedule / usable
     return StepArrays(
@@ -150,7 +150,7 @@ class ServerMetrics:
 def server_metrics(result: SimResult, percentiles: Sequence[float] = DEFAULT_PERCENTILES) -> ServerMetrics:
     """Per-step statistics come from the step log's runs and columns without expanding them (a million requests:
     ~18 M steps)."""
-    rb, log = request_breakdown(result), _step_log(result)
+    rb, log = request_breakdown(result), step_log(result)
     hit = rb.num_preemptions > 0
     kv_mean = kv_max = None
     usable = result.config.usable_blocks

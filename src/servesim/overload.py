@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from servesim.breakdown import step_arrays
+from servesim.breakdown import step_log
 from servesim.result import SimResult
 
 RATE_MARGIN = 1.10
@@ -66,18 +66,26 @@ def detect_overload(result: SimResult, warmup: float = 0.0, cooldown: float = 0.
     arrival = np.sort(arrival)
     t0, t1 = (float(arrival[0]), float(arrival[-1])) if arrival.size else (0.0, 0.0)
     span = t1 - t0
-    sa = step_arrays(result, bounds=False)
-    keep = (sa.start >= t0) & (sa.start <= t1)
-    t, q = (sa.start + sa.duration)[keep], sa.num_waiting[keep].astype(float)
+    log = step_log(result)
+    start = log.start_time
+    keep = (start >= t0) & (start <= t1)
+    t, q = (start + log.duration)[keep], log.num_waiting_after[keep].astype(float)
     if span <= 0 or len(t) < 2 or arrival.size < MIN_ARRIVALS:
         q0, q1 = (int(q[0]), int(q[-1])) if len(q) else (0, 0)
         return Overload(False, 0.0, 0.0, 0.0, q0, q1, (t0, t1), int(arrival.size))
     arrival_rate = (arrival.size - 1) / span  # n arrivals make n - 1 intervals
     completion_rate = float(((finish >= t0) & (finish <= t1)).sum()) / span
-    slope = float(np.polyfit(t, q, 1)[0]) if np.ptp(t) > 0 else 0.0
+    slope = trend(t, q) if np.ptp(t) > 0 else 0.0
     # NOTE: the trend, or what the queue actually gained: a late burst barely tilts a step-weighted line
     growth = max(slope * span, float(q[-1] - q[0]))
     overloaded = (arrival_rate > RATE_MARGIN * completion_rate
                   and growth >= max(2.0, GROWTH_FRACTION * arrival.size))
     return Overload(overloaded, arrival_rate, completion_rate, slope, int(q[0]), int(q[-1]), (t0, t1),
                     int(arrival.size))
+
+
+def trend(t: np.ndarray, q: np.ndarray) -> float:
+    """The least-squares slope of q over t (`np.polyfit(t, q, 1)[0]` up to rounding) in closed form, on centred
+    times: polyfit's SVD takes ~0.02 s over a run's 350,000 steps, this ~1 ms."""
+    dt = t - t.mean()
+    return float(np.dot(dt, q - q.mean()) / np.dot(dt, dt))
