@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 
@@ -37,6 +38,7 @@ def entry() -> None:
     """The program (`servesim`, `python -m servesim.cli`): `main()`, then out without tearing the interpreter down.
     Freeing every module and object one by one takes ~0.1 s after a large run; the operating system frees the
     process at once. In-process callers (the tests) call `main()`, which raises SystemExit as usual."""
+    gc.freeze()  # what the imports made lives to the end: the collector need not walk it again (~0.01 s)
     try:
         main()
         code = 0
