@@ -85,8 +85,8 @@ class RequestTable:
     def request_ids(self) -> list[str]:
         if self.request_id is not None:
             return [str(x) for x in self.request_id]
-        rows = self.row if self.row is not None else range(len(self))
-        return [str(int(r)) for r in rows]
+        rows = self.row.tolist() if self.row is not None else range(len(self))
+        return list(map(str, rows))
 
     def id_of(self, i: int) -> str:
         if self.request_id is not None:
