@@ -149,10 +149,19 @@ def simulate(
                     if kv.free_blocks is not None:
                         kv.free_blocks -= g
         if plan is not None:
-            n_done += _advance(plan, sched, cohort, step, tuple(arrivals), record, emit, log, contexts)
-            step += plan.k
-            now = plan.starts[-1] + plan.durations[-1]
-            arrivals = []
+            while plan is not None:
+                n_done += _advance(plan, sched, cohort, step, tuple(arrivals), record, emit, log, contexts)
+                step += plan.k
+                now = plan.end
+                arrivals = []
+                # the next stretch follows at once while the cohort alone runs, nobody waits or has arrived
+                n = cohort.n
+                if (out is not None or not n or n != len(running)
+                        or (next_arrival is not None and next_arrival <= now)
+                        or (kv.free_blocks is not None and cohort.growth(step) > kv.free_blocks)):
+                    break
+                contexts = None if aggregate else cohort.contexts(running, step)
+                plan = plan_stretch(cohort, kv.free_blocks, cost_model, step, now, next_arrival, contexts)
             continue
 
         free_after_schedule = kv.free_blocks
@@ -283,11 +292,11 @@ def _advance(plan: Stretch, sched, cohort: DecodeCohort, first_step: int, arriva
         ctx = contexts or cohort.contexts(sched.running, first_step)
         _stretch_records(plan, sched, members, ctx, cohort, first_step, arrivals, emit, free_after, num_waiting)
     done = cohort.finishing(last)
-    end = plan.starts[-1] + plan.durations[-1]
+    end = plan.end
     for s in done:
         s.finish_time = end
         sched.finish(s)
-    log.extend(plan.starts, plan.durations, end, n, free_after, n - len(done), num_waiting)
+    log.extend(plan.times, plan.durations, n, free_after, n - len(done), num_waiting)
     return len(done)
 
 
@@ -306,7 +315,7 @@ def _stretch_records(plan: Stretch, sched, members: list[RequestState], contexts
         freed = sum(e.num_blocks for e, done in zip(entries, last) if done) if fin else 0
         free = None if unlimited else free_after[j]
         emit(StepRecord(
-            step=first_step + j, start_time=plan.starts[j], duration=plan.durations[j],
+            step=first_step + j, start_time=plan.times[j], duration=plan.durations[j],
             arrivals=arrivals if j == 0 else (), scheduled=entries, preempted=(), finished=fin, waiting=waiting,
             num_running_after=n - len(fin), num_waiting_after=num_waiting,
             free_blocks_after_schedule=free, free_blocks_after_step=None if free is None else free + freed,

@@ -127,8 +127,16 @@ class DecodeCohort:
 class Stretch:
     k: int  # steps
     durations: list[float]  # seconds, one per step
-    starts: list[float]  # seconds
+    times: list[float]  # k + 1 clock values: each step's start, then the last step's end
     free_after: list[int] | None  # the KV pool after each step's allocation (None: unlimited KV)
+
+    @property
+    def starts(self) -> list[float]:
+        return self.times[:-1]
+
+    @property
+    def end(self) -> float:
+        return self.times[-1]
 
 
 def decode_durations(cost: CostModel, n: int, context_sum: int, k: int,
@@ -169,26 +177,31 @@ def plan_stretch(cohort: DecodeCohort, free_blocks: int | None, cost: CostModel,
             if k == 0:
                 return None
     ctx = cohort.context_sum(step)
+    stretch = getattr(cost, "decode_stretch", None) if contexts is None else None
     durations: list[float] = []
-    starts: list[float] = [now]
+    times: list[float] = [now]
     while len(durations) < k:
         j0 = len(durations)
         size = k - j0
         if next_arrival is not None:  # durations only up to about the next arrival: it usually comes first
             last = durations[-1] if j0 else cohort.step_seconds
             if last > 0:
-                size = min(size, int((next_arrival - starts[-1]) / last) + 2)
-        block = decode_durations(cost, n, ctx + n * j0, size, None if contexts is None else [c + j0 for c in contexts])
+                size = min(size, int((next_arrival - times[-1]) / last) + 2)
+        if stretch is not None:
+            block = stretch(n, ctx + n * j0, size)
+        else:
+            block = decode_durations(cost, n, ctx + n * j0, size, [c + j0 for c in contexts])
         durations += block
-        starts += accumulate(block, initial=starts.pop())  # left to right, as the step-by-step clock adds them
-        if next_arrival is not None and starts[-1] >= next_arrival:
+        times += accumulate(block, initial=times.pop())  # left to right, as the step-by-step clock adds them
+        if next_arrival is not None and times[-1] >= next_arrival:
             # a step that starts at or after the arrival must schedule with the new request in the queue
-            k = max(1, bisect_left(starts, next_arrival, 0, len(durations)))
+            k = max(1, bisect_left(times, next_arrival, 0, len(durations)))
             break
-    del starts[k:], durations[k:]
+    if k < len(durations):
+        del times[k + 1:], durations[k:]
     cohort.step_seconds = durations[-1]
     if grows:
         frees = cohort.pool_after(step, free_blocks, k)
     else:
         frees = None if free_blocks is None else [free_blocks] * k
-    return Stretch(k, durations, starts, frees)
+    return Stretch(k, durations, times, frees)

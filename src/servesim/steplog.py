@@ -7,7 +7,6 @@ tokens per step and KV use over time. Steady stretches append whole ranges at on
 from __future__ import annotations
 
 from array import array
-from itertools import islice
 
 import numpy as np
 
@@ -123,16 +122,18 @@ class StepLog:
         self._runs.extend((1, num_scheduled, num_tokens, prefill_tokens, num_decodes, running, waiting, preempted,
                            running))
 
-    def extend(self, starts: list[float], durations: list[float], end: float, n: int, free_blocks: list[int],
+    def extend(self, times: list[float], durations: list[float], n: int, free_blocks: list[int],
                running_last: int, waiting: int) -> None:
-        """A steady stretch: k steps of n one-token decodes, each starting where the one before ended, the last
-        ending at `end`; `running_last` requests run after its last step."""
-        self._start_at(starts[0])
-        self._end.extend(islice(starts, 1, None))
-        self._end.append(end)
+        """A steady stretch: k steps of n one-token decodes, step j from times[j] to times[j + 1];
+        `running_last` requests run after its last step."""
+        end = self._end
+        if not end or end[-1] != times[0]:
+            self._gap_index.append(len(end))
+            self._gap_start.append(times[0])
+        end.extend(times[1:])
         self._duration.extend(durations)
         self._free.extend(free_blocks)
-        self._runs.extend((len(starts), n, n, 0, n, n, waiting, 0, running_last))
+        self._runs.extend((len(durations), n, n, 0, n, n, waiting, 0, running_last))
 
     def freeze(self, usable_blocks: int | None) -> StepArrays:
         def view(a: array, dtype) -> np.ndarray:
