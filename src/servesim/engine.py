@@ -167,12 +167,19 @@ def simulate(
         free_after_schedule = kv.free_blocks
         # the step's shape and duration: the cohort's n decodes first, then what schedule() chose
         sched_items = list(out.scheduled.items())
-        rest = StepShape(
-            tuple(k for _, k in sched_items),
-            tuple(s.num_computed_tokens for s, _ in sched_items),
-            tuple(s.sampled_since_admission for s, _ in sched_items),
-            sum(s.num_computed_tokens + k == s.num_tokens for s, k in sched_items),
-        )
+        new_tokens, context, decode = [], [], []
+        num_sampled = num_prefill = num_decodes = 0
+        for s, k in sched_items:
+            new_tokens.append(k)
+            context.append(s.num_computed_tokens)
+            decode.append(s.sampled_since_admission)
+            if s.sampled_since_admission:
+                num_decodes += 1
+            else:
+                num_prefill += k
+            if s.num_computed_tokens + k == s.num_tokens:
+                num_sampled += 1
+        rest = StepShape(tuple(new_tokens), tuple(context), tuple(decode), num_sampled)
         swap_time = (out.swap_in_blocks + out.swap_out_blocks) * swap_seconds_per_block
         duration = step_duration(cost_model, n, cohort.context_sum(step) if n else 0, rest, contexts) + swap_time
         end = now + duration
@@ -235,8 +242,8 @@ def simulate(
         if check_invariants:
             _check(sched, states, out, cfg)
         num_waiting = len(sched.waiting) + len(sched.swapped)
-        log.add(now, duration, n + len(sched_items), n + rest.num_tokens, rest.num_prefill_tokens,
-                n + rest.num_decodes, free_after_schedule, len(running), num_waiting, len(out.preempted))
+        log.add(now, duration, n + len(sched_items), n + sum(new_tokens), num_prefill, n + num_decodes,
+                free_after_schedule, len(running), num_waiting, len(out.preempted))
         if record != "summary":
             emit(StepRecord(
                 step=step, start_time=now, duration=duration, arrivals=tuple(arrivals),

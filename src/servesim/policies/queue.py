@@ -14,30 +14,16 @@ def priority_key(s: RequestState) -> tuple[int, float, str]:
     return (s.request.priority, s.request.arrival_time, s.request.request_id)
 
 
-class FCFSQueue:
-    __slots__ = ("_q",)
+class FCFSQueue(deque):
+    """Arrival order; a preempted request goes back to the head. A deque itself, so len() and iteration are C."""
 
-    def __init__(self) -> None:
-        self._q: deque[RequestState] = deque()
-
-    def add(self, s: RequestState) -> None:
-        self._q.append(s)
-
-    def push_front(self, s: RequestState) -> None:
-        """A preempted request goes back to the head of the queue."""
-        self._q.appendleft(s)
+    __slots__ = ()
+    add = deque.append
+    push_front = deque.appendleft  # a preempted request goes back to the head of the queue
+    pop = deque.popleft
 
     def peek(self) -> RequestState:
-        return self._q[0]
-
-    def pop(self) -> RequestState:
-        return self._q.popleft()
-
-    def __len__(self) -> int:
-        return len(self._q)
-
-    def __iter__(self) -> Iterator[RequestState]:
-        return iter(self._q)
+        return self[0]
 
 
 class PriorityQueue:
