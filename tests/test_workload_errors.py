@@ -151,6 +151,9 @@ def test_bad_options_are_workload_errors(tmp_path):
         make_table("random", request_rate=0.0)
     with pytest.raises(WorkloadError, match="--prompt-len: got 'gauss:3'"):
         make_table("random", prompt_len="gauss:3")
+    for spec in ("random", "seed", str(path)):  # whether or not anything is drawn with it
+        with pytest.raises(WorkloadError, match="--seed: got -1; expected an integer >= 0"):
+            make_table(spec, seed=-1)
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
