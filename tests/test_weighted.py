@@ -16,7 +16,8 @@ data = st.lists(st.tuples(values, st.integers(0, 6)), min_size=1, max_size=400).
 
 @pytest.fixture
 def tiny_bins(monkeypatch):
-    # the binned path on small inputs: samples of 8, an edge every 2nd, chunks of 16
+    # the binned path on small inputs: past 8 values, samples of 8, an edge every 2nd, chunks of 16
+    monkeypatch.setattr(weighted, "SORT_UP_TO", 8)
     monkeypatch.setattr(weighted, "SAMPLE", 8)
     monkeypatch.setattr(weighted, "EDGE_EVERY", 2)
     monkeypatch.setattr(weighted, "CHUNK", 16)  # the same for every example: safe to share across them
