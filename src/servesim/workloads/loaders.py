@@ -1,7 +1,8 @@
 """Trace loaders: a file in any known format to one `RequestTable`, with polars doing the row work.
 
 Fast path: polars parses the whole file into typed columns and numpy checks them in bulk. Only when something is
-wrong do we walk the text in Python, to name the exact line, column and value.
+wrong do we walk the text in Python, to name the exact line, column and value. Small plain CSV files skip polars'
+import (`plaincsv`): the same checks run on what the csv module read, and any value they reject sends the file here.
 """
 
 from __future__ import annotations
