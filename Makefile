@@ -20,6 +20,7 @@ lint: $(BIN)/servesim
 	$(BIN)/ruff check src tests bench
 
 bench: $(BIN)/servesim
+	$(BIN)/python -m compileall -q src  # bytecode as an installed package has it, even under PYTHONDONTWRITEBYTECODE
 	$(BIN)/python -m bench
 
 clean:
