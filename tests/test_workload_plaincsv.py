@@ -8,6 +8,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from servesim.errors import WorkloadError
 from servesim.workloads import loaders
@@ -134,3 +136,19 @@ def test_the_plain_reader_reports_nothing_itself(tmp_path, monkeypatch):
     msg = load(write(tmp_path, PLAIN["zero prompt"]))
     assert msg.endswith("line 3, column 'num_prefill_tokens': got '0'; expected a whole number >= 1 "
                         "(a request has at least one token each way)")
+
+
+NUMBER_CELLS = ["0", "1", "7", "007", "12.0", "1e2", "2E-1", "-3", "1.5", "", " 4", "nan", "inf", "1_0", "+5",
+                "\u0665", "9007199254740993", "1e999", "-0", ".5", "5."]
+STAMP_CELLS = ["2023-11-16 18:17:03.9799600", "2023-11-16 18:17:03", "2023-11-16 18:17:04.5", "2023-02-30 00:00:00.1",
+               "2023-11-16T18:17:03.5", "2023-11-16 18:17:03.1234567891", " 2023-11-16 18:17:03.1", "x"]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(head=st.sampled_from([AZURE_HEAD, VIDUR_HEAD]), rows=st.lists(st.tuples(
+    st.sampled_from(STAMP_CELLS + NUMBER_CELLS), st.sampled_from(NUMBER_CELLS), st.sampled_from(NUMBER_CELLS)),
+    min_size=1, max_size=6), eol=st.sampled_from(["\n", "\r\n"]), last_eol=st.booleans())
+def test_any_file_gives_what_polars_gives(tmp_path, monkeypatch, head, rows, eol, last_eol):
+    text = head.replace("\n", eol) + eol.join(",".join(r) for r in rows) + (eol if last_eol else "")
+    path = write(tmp_path, text)
+    assert same(load(path), load(path, monkeypatch))
