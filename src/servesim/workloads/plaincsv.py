@@ -55,15 +55,22 @@ def read_plain_csv(src: Source, fmt: TraceFormat, roles: dict[str, str | None]) 
         if name is None:
             continue
         values = columns[src.header.index(name)]
-        stamps = role == "arrival" and fmt.time_unit == "datetime"
-        if (AZURE_STAMPS if stamps else NUMBERS).fullmatch("\n".join(values) + "\n") is None:
-            return None
-        if stamps:
+        if role == "arrival" and fmt.time_unit == "datetime":
+            if AZURE_STAMPS.fullmatch("\n".join(values) + "\n") is None:
+                return None
             try:
                 out[role] = np.array(values, dtype="datetime64[ns]").astype(np.int64)
             except ValueError:  # a day or month out of range: polars reports it
                 return None
         else:
+            if not digits_only(values) and NUMBERS.fullmatch("\n".join(values) + "\n") is None:
+                return None
             out[role] = np.fromiter(map(float, values), np.float64, len(values))
     return out
+
+
+def digits_only(values: tuple[str, ...]) -> bool:
+    """Every value is a run of ASCII digits: token counts, the usual case, checked without the regex."""
+    joined = "".join(values)
+    return joined.isascii() and joined.isdigit() and all(values)
 
