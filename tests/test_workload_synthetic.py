@@ -131,3 +131,16 @@ def test_a_wide_normal_is_clipped_not_overflowed():
     # std 2e9 around 100: about half the draws fall below 1 (clipped to 1), the rest stay <= 2**31 - 1
     x = parse_length("normal:100:2e9").sample(1000, np.random.default_rng(0))
     assert x.min() == 1 and x.max() <= 2**31 - 1
+
+
+def test_a_tables_requests_equal_the_checked_constructor():
+    from servesim.request import Request
+
+    table = RequestTable.from_columns([0.0, 0.5, 2.25], [10, 1, 300], [1, 7, 20])
+    got = table.to_requests()
+    want = [Request(rid, t, p, o) for rid, t, p, o in
+            zip(table.request_ids, [0.0, 0.5, 2.25], [10, 1, 300], [1, 7, 20])]
+    assert got == want
+    assert [type(r.prompt_len) for r in got] == [int] * 3  # plain Python values, as Request() would hold
+    with pytest.raises(ValueError, match="finite number of seconds"):
+        RequestTable.from_columns([0.0, float("inf")], [1, 1], [1, 1]).to_requests()

@@ -44,6 +44,9 @@ def resolve_config(
     if cfg.num_gpu_blocks is None and callable(derive):
         cfg = replace(cfg, num_gpu_blocks=derive(cfg.block_size, cfg.gpu_memory_utilization,
                                                  cfg.max_num_batched_tokens, cfg.max_num_seqs))
+    if longest <= cfg.max_model_len and (
+            cfg.usable_blocks is None or blocks_for(longest - 1, cfg.block_size) <= cfg.usable_blocks):
+        return cfg  # the longest request fits, so every one does
     for r in requests:
         if r.prompt_len + r.output_len > cfg.max_model_len:
             raise ConfigError(

@@ -43,6 +43,22 @@ class Request:
             raise ValueError(f"arrival_time must be a finite number of seconds >= 0, got {t!r}")
 
 
+def unchecked_requests(ids, arrival_time, prompt_len, output_len, priority) -> list[Request]:
+    """`Request`s from columns their owner has already checked in bulk (a `RequestTable`): the same objects as
+    `Request(...)` builds, without its per-object checks (a million requests: ~2 s of them)."""
+    new, put = object.__new__, object.__setattr__
+    out = []
+    for rid, t, p, o, q in zip(ids, arrival_time, prompt_len, output_len, priority, strict=True):
+        r = new(Request)
+        put(r, "request_id", rid)
+        put(r, "arrival_time", t)
+        put(r, "prompt_len", p)
+        put(r, "output_len", o)
+        put(r, "priority", q)
+        out.append(r)
+    return out
+
+
 @dataclass(slots=True, eq=False)
 class RequestState:
     """The engine's view of one request. Mutated only by the engine's verbs (admit, allocate, preempt, finish)."""

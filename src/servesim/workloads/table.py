@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from servesim.errors import WorkloadError
-from servesim.request import Request
+from servesim.request import Request, unchecked_requests
 
 # The canonical file format (`--format servesim`), written by `servesim workload generate`.
 SERVESIM_COLUMNS = ("arrival_time", "prompt_len", "output_len", "priority", "session_id", "hash_ids")
@@ -101,17 +101,13 @@ class RequestTable:
 
     def to_requests(self) -> list[Request]:
         prio = self.priority.tolist() if self.priority is not None else [0] * len(self)
-        return [
-            Request(rid, t, p, o, q)
-            for rid, t, p, o, q in zip(
-                self.request_ids,
-                self.arrival_time.tolist(),
-                self.prompt_len.tolist(),
-                self.output_len.tolist(),
-                prio,
-                strict=True,
-            )
-        ]
+        t = self.arrival_time
+        if len(t) and not (np.isfinite(t).all() and t.min() >= 0):  # what Request() checks, for all rows at once
+            bad = int(np.flatnonzero(~(np.isfinite(t) & (t >= 0)))[0])
+            raise ValueError(f"arrival_time must be a finite number of seconds >= 0, got {t[bad]!r}")
+        # lengths >= 1 and sorted arrivals are checked when the table is made
+        return unchecked_requests(self.request_ids, t.tolist(), self.prompt_len.tolist(),
+                                  self.output_len.tolist(), prio)
 
     def take(self, index: np.ndarray) -> RequestTable:
         """The rows at `index`, which must keep arrival order (an increasing subset)."""
