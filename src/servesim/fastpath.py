@@ -178,15 +178,13 @@ def plan_stretch(cohort: DecodeCohort, free_blocks: int | None, cost: CostModel,
                 return None
     ctx = cohort.context_sum(step)
     stretch = getattr(cost, "decode_stretch", None) if contexts is None else None
+    size = k
+    if next_arrival is not None and cohort.step_seconds > 0:  # about the steps until the next arrival
+        size = min(k, int((next_arrival - now) / cohort.step_seconds) + 2)
     durations: list[float] = []
     times: list[float] = [now]
-    while len(durations) < k:
+    while True:
         j0 = len(durations)
-        size = k - j0
-        if next_arrival is not None:  # durations only up to about the next arrival: it usually comes first
-            last = durations[-1] if j0 else cohort.step_seconds
-            if last > 0:
-                size = min(size, int((next_arrival - times[-1]) / last) + 2)
         if stretch is not None:
             block = stretch(n, ctx + n * j0, size)
         else:
@@ -197,6 +195,11 @@ def plan_stretch(cohort: DecodeCohort, free_blocks: int | None, cost: CostModel,
             # a step that starts at or after the arrival must schedule with the new request in the queue
             k = max(1, bisect_left(times, next_arrival, 0, len(durations)))
             break
+        if len(durations) == k:
+            break
+        size = k - len(durations)  # the guess fell short: durations up to about the next arrival again
+        if next_arrival is not None and durations[-1] > 0:
+            size = min(size, int((next_arrival - times[-1]) / durations[-1]) + 2)
     if k < len(durations):
         del times[k + 1:], durations[k:]
     cohort.step_seconds = durations[-1]
