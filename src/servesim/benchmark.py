@@ -22,7 +22,6 @@ the same at every record level.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -146,22 +145,24 @@ def request_arrays(result: SimResult, keep: np.ndarray | None = None) -> Request
     differences of consecutive step ends, counted once per request decoding in that step; between runs (a
     preemption, a step the request sat out) the gap is one value. No per-token array is built.
     """
-    reqs = result.requests
-    n = len(reqs)
-    done = np.fromiter((r.finish_time is not None and bool(r.token_steps) for r in reqs), bool, n)
+    t = result.timelines
+    done = t.finished & (t.run_offsets[1:] > t.run_offsets[:-1])
     if keep is not None:
         done &= keep
     idx = np.flatnonzero(done)
-    sel = [reqs[i] for i in idx]
-    m = len(sel)
-    arrival = np.fromiter((r.arrival_time for r in sel), float, m)
-    finish = np.fromiter((r.finish_time for r in sel), float, m)
-    out = np.fromiter((r.output_len for r in sel), np.int64, m)
-    prompt = np.fromiter((r.prompt_len for r in sel), np.int64, m)
-    ends = sel[0].clock.ends if sel else np.zeros(0)
-    nruns = np.fromiter((len(r.token_steps) // 2 for r in sel), np.int64, m)
-    flat = np.fromiter(itertools.chain.from_iterable(r.token_steps for r in sel), np.int64, int(2 * nruns.sum()))
-    start, count = flat[0::2], flat[1::2]
+    m = len(idx)
+    arrival, finish = t.arrival_time[idx], t.finish_time[idx]
+    out, prompt = t.output_len[idx], t.prompt_len[idx]
+    ends = t.clock.ends if m else np.zeros(0)
+    # the selected requests' runs, in order: (first step, count) pairs
+    lo, hi = t.run_offsets[idx] // 2, t.run_offsets[idx + 1] // 2
+    nruns = hi - lo
+    pairs = t.runs.reshape(-1, 2)
+    if m == len(t):
+        sel_runs = pairs
+    else:
+        sel_runs = pairs[np.repeat(lo - np.cumsum(nruns) + nruns, nruns) + np.arange(int(nruns.sum()))]
+    start, count = sel_runs[:, 0], sel_runs[:, 1]
     first_run = np.cumsum(nruns) - nruns
     first = ends[start[first_run]] if m else np.zeros(0)
     # inside runs: the gap ending at step i+1 counts once per run holding steps i and i+1 (difference arrays,
@@ -184,8 +185,8 @@ def request_arrays(result: SimResult, keep: np.ndarray | None = None) -> Request
     ttft, e2el = first - arrival, finish - arrival
     with np.errstate(divide="ignore", invalid="ignore"):
         tpot = np.where(out > 1, (e2el - ttft) / np.maximum(out - 1, 1), np.nan)
-    return RequestArrays(tuple(r.id for r in sel), arrival, prompt, out, ttft, e2el, tpot, itl, itl_w, finish,
-                         ends, step_tokens)
+    ids = t.ids if m == len(t) else [t.ids[i] for i in idx.tolist()]
+    return RequestArrays(tuple(ids), arrival, prompt, out, ttft, e2el, tpot, itl, itl_w, finish, ends, step_tokens)
 
 
 def _per_step(num_steps: int, first: np.ndarray, stop: np.ndarray) -> np.ndarray:
@@ -221,7 +222,7 @@ def window(result: SimResult, warmup: float = 0.0, cooldown: float = 0.0) -> np.
     """Requests kept after excluding those arriving in the first `warmup` or last `cooldown` seconds of arrivals."""
     if warmup < 0 or cooldown < 0:
         raise ConfigError(f"warm-up and cool-down must be >= 0 seconds, got {warmup} and {cooldown}")
-    arrival = np.fromiter((r.arrival_time for r in result.requests), float, len(result.requests))
+    arrival = result.timelines.arrival_time
     if not arrival.size:
         return np.zeros(0, bool)
     keep = (arrival >= arrival.min() + warmup) & (arrival <= arrival.max() - cooldown)
@@ -277,7 +278,7 @@ def benchmark_metrics(
     """`vllm bench serve`'s metrics of a simulated run (see the module docstring for every definition)."""
     keep = window(result, warmup, cooldown) if warmup or cooldown else None
     a = request_arrays(result, keep)
-    total = len(result.requests) if keep is None else int(keep.sum())
+    total = len(result.timelines) if keep is None else int(keep.sum())
     duration = float(a.finish.max() - a.arrival.min()) if a.finish.size else 0.0
     per_s = (lambda x: x / duration) if duration > 0 else (lambda x: 0.0)
     total_in, total_out = int(a.prompt_len.sum()), int(a.output_len.sum())

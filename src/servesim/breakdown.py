@@ -14,7 +14,7 @@ import numpy as np
 
 from servesim.benchmark import DEFAULT_PERCENTILES, Summary
 from servesim.metrics import slot_utilization
-from servesim.records import Reason, RequestTimeline, StepRecord
+from servesim.records import Reason, StepRecord
 from servesim.result import SimResult
 from servesim.steplog import StepArrays as StepLogArrays
 from servesim.steplog import StepLog
@@ -69,32 +69,17 @@ class RequestBreakdown:
 
 
 def request_breakdown(result: SimResult) -> RequestBreakdown:
-    reqs = result.requests
-    n = len(reqs)
-    index = {r.id: i for i, r in enumerate(reqs)}
-    recomputed = np.zeros(n, np.int64)
-    for p in result.preemptions:
-        recomputed[index[p.id]] += p.tokens_discarded
-    arrival = np.fromiter((r.arrival_time for r in reqs), float, n)
-    first_sched = np.fromiter((np.nan if r.first_scheduled_time is None else r.first_scheduled_time for r in reqs),
-                              float, n)
-    first_tok = first_token_times(reqs)
+    t = result.timelines
+    recomputed = np.zeros(len(t), np.int64)
+    if result.preemptions:
+        index = {rid: i for i, rid in enumerate(t.ids)}
+        for p in result.preemptions:
+            recomputed[index[p.id]] += p.tokens_discarded
+    first_sched = t.first_scheduled_time
     return RequestBreakdown(
-        tuple(index), first_sched - arrival, first_tok - first_sched,
-        np.fromiter((r.time_preempted for r in reqs), float, n),
-        np.fromiter((r.num_preemptions for r in reqs), np.int64, n),
-        np.fromiter((r.num_prefill_chunks for r in reqs), np.int64, n), recomputed,
+        tuple(t.ids), first_sched - t.arrival_time, t.first_token_time() - first_sched, t.time_preempted.copy(),
+        t.num_preemptions.copy(), t.num_prefill_chunks.copy(), recomputed,
     )
-
-
-def first_token_times(reqs: Sequence[RequestTimeline]) -> np.ndarray:
-    """Each request's `first_token_time` (NaN before its first token): one look-up in the run's shared step clock
-    (as `benchmark.request_arrays` reads it) instead of one per request."""
-    first = np.fromiter((r.token_steps[0] if r.token_steps else -1 for r in reqs), np.int64, len(reqs))
-    clock = next((r.clock for r in reqs if r.token_steps), None)
-    if clock is None:
-        return np.full(len(reqs), np.nan)
-    return np.where(first >= 0, clock.ends[first], np.nan)
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,10 +17,11 @@ from servesim.errors import ConfigError
 from servesim.fastpath import DecodeCohort, Stretch, plan_stretch, step_duration
 from servesim.kv import blocks_for
 from servesim.policies import make_scheduler, policy_class
-from servesim.records import Kind, RequestTimeline, ScheduledEntry, StepRecord, TokenClock
+from servesim.records import Kind, ScheduledEntry, StepRecord, TokenClock
 from servesim.request import Request, RequestState, RequestStatus
 from servesim.result import SimResult
 from servesim.steplog import StepLog
+from servesim.timelines import FLOAT_COLUMNS, INT_COLUMNS, Timelines
 
 RECORD_LEVELS = ("full", "steps", "summary")
 
@@ -265,17 +266,36 @@ def simulate(
 
     step_log = log.freeze(cfg.usable_blocks)
     clock = TokenClock(step_log.end_time)  # the same floats as each step's `end`
-    timelines = [None] * len(states)
     cohort.heap.clear()
-    for i, s in enumerate(states):
-        states[i] = None  # each state goes as its timeline comes: a million requests never hold both
-        timelines[s.index] = RequestTimeline(
-            s.request_id, s.request.arrival_time, s.request.prompt_len, s.request.output_len,
-            s.first_scheduled_time, tuple(s.token_runs), s.finish_time, s.num_preemptions, s.request.priority,
-            s.num_prefill_chunks, s.time_preempted, clock,
-        )
-    return SimResult(policy, cost_model.name, cfg, tuple(steps), tuple(timelines), tuple(preemptions),
+    timelines = _timelines(states, clock)
+    return SimResult(policy, cost_model.name, cfg, tuple(steps), timelines, tuple(preemptions),
                      step_log, record)
+
+
+def _timelines(states: list[RequestState], clock: TokenClock) -> Timelines:
+    """The requests' timelines as columns, in workload order; each state goes as its row is read (a million
+    requests never hold both)."""
+    order = sorted(range(len(states)), key=lambda i: states[i].index)
+    nan = float("nan")
+    ids, cols, lengths, runs = [], {name: [] for name in (*FLOAT_COLUMNS, *INT_COLUMNS)}, [], []
+    arrival, first, finish, preempted = (cols[c] for c in FLOAT_COLUMNS)
+    prompt, output, priority, num_preemptions, chunks = (cols[c] for c in INT_COLUMNS)
+    for i in order:
+        s, states[i] = states[i], None
+        r = s.request
+        ids.append(r.request_id)
+        arrival.append(r.arrival_time)
+        first.append(nan if s.first_scheduled_time is None else s.first_scheduled_time)
+        finish.append(nan if s.finish_time is None else s.finish_time)
+        preempted.append(s.time_preempted)
+        prompt.append(r.prompt_len)
+        output.append(r.output_len)
+        priority.append(r.priority)
+        num_preemptions.append(s.num_preemptions)
+        chunks.append(s.num_prefill_chunks)
+        lengths.append(len(s.token_runs))
+        runs += s.token_runs
+    return Timelines.from_lists(ids, cols, lengths, runs, clock)
 
 
 def _cohort_entries(members: list[RequestState], contexts: list[int], block_size: int,

@@ -25,8 +25,9 @@ def worst_gap(result: SimResult) -> Gap | None:
     ending at the later token, found in the step log, so it is there at every record level. Ties: the earliest
     request in workload order, then its earliest gap. numpy over the flat token times (no per-gap objects)."""
     reqs = result.requests
-    lengths = np.fromiter((len(r.token_times) for r in reqs), np.int64, len(reqs))
-    flat = np.fromiter(itertools.chain.from_iterable(r.token_times for r in reqs), float, int(lengths.sum()))
+    times = [r.token_times for r in reqs]
+    lengths = np.fromiter(map(len, times), np.int64, len(times))
+    flat = np.fromiter(itertools.chain.from_iterable(times), float, int(lengths.sum()))
     if flat.size < 2:
         return None
     gaps = np.diff(flat)
@@ -65,7 +66,8 @@ def prompt_tokens_processed(result: SimResult) -> int:
 
 
 def longest_prompt(result: SimResult) -> str:
-    return max(result.requests, key=lambda r: r.prompt_len).id
+    t = result.timelines
+    return t.ids[int(np.argmax(t.prompt_len))]  # the first of equals, as max() gives
 
 
 @dataclass(frozen=True, slots=True)

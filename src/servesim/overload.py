@@ -57,8 +57,8 @@ class Overload:
 
 
 def detect_overload(result: SimResult, warmup: float = 0.0, cooldown: float = 0.0) -> Overload:
-    arrival = np.fromiter((r.arrival_time for r in result.requests), float, len(result.requests))
-    finish = np.fromiter((r.finish_time for r in result.requests if r.finish_time is not None), float)
+    t = result.timelines
+    arrival, finish = t.arrival_time, t.finish_time[t.finished]
     if warmup or cooldown:
         from servesim.benchmark import window
 

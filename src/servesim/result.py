@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from servesim.config import EngineConfig
 from servesim.records import Preemption, RequestTimeline, StepRecord
 from servesim.steplog import StepArrays
+from servesim.timelines import Timelines
 
 
 @dataclass(frozen=True, slots=True)
@@ -15,25 +17,32 @@ class SimResult:
     cost_model: str
     config: EngineConfig  # as resolved for the workload (defaults filled in)
     steps: tuple[StepRecord, ...]
-    requests: tuple[RequestTimeline, ...]  # in workload order
+    requests: Sequence[RequestTimeline]  # in workload order: `Timelines` (columns) from the engine
     preemptions: tuple[Preemption, ...]
     step_log: StepArrays | None = None  # compact per-step arrays, kept at every record level
     record: str = "full"  # which step records were kept: full (with waiting reasons) | steps | summary
 
     @property
+    def timelines(self) -> Timelines:
+        """The timelines as columns (the engine's own; built from objects for a result made by hand)."""
+        return Timelines.of(self.requests)
+
+    @property
     def makespan(self) -> float:
         """Seconds from the first arrival to the last finish."""
-        if not self.requests:
+        t = self.timelines
+        if not len(t):
             return 0.0
-        start = min(r.arrival_time for r in self.requests)
-        end = max((r.finish_time for r in self.requests if r.finish_time is not None), default=start)
-        return end - start
+        start = float(t.arrival_time.min())
+        done = t.finish_time[t.finished]
+        return (float(done.max()) if done.size else start) - start
 
     def request(self, request_id: str) -> RequestTimeline:
-        for r in self.requests:
-            if r.id == request_id:
-                return r
-        raise KeyError(request_id)
+        t = self.timelines
+        try:
+            return t[t.index_of(request_id)]
+        except ValueError:
+            raise KeyError(request_id) from None
 
     @property
     def tokens_processed(self) -> int:

@@ -95,18 +95,14 @@ class Run:
 
     @property
     def requests(self) -> Any:
-        r = self.result.requests
+        t = self.result.timelines
         rb = request_breakdown(self.result)
-        n = len(r)
-        first = np.fromiter((np.nan if x.first_token_time is None else x.first_token_time for x in r), float, n)
-        finish = np.fromiter((np.nan if x.finish_time is None else x.finish_time for x in r), float, n)
-        arrival = np.fromiter((x.arrival_time for x in r), float, n)
-        out = np.fromiter((x.output_len for x in r), np.int64, n)
+        first, finish, arrival, out = t.first_token_time(), t.finish_time, t.arrival_time, t.output_len
         with np.errstate(invalid="ignore", divide="ignore"):
             tpot = np.where(out > 1, (finish - first) / np.maximum(out - 1, 1), np.nan)
         return _polars().DataFrame({
             "id": list(rb.ids), "arrival_ms": arrival * 1000,
-            "prompt_len": np.fromiter((x.prompt_len for x in r), np.int64, n), "output_len": out,
+            "prompt_len": t.prompt_len, "output_len": out,
             "ttft_ms": (first - arrival) * 1000, "tpot_ms": tpot * 1000, "e2el_ms": (finish - arrival) * 1000,
             "queue_ms": rb.queue * 1000, "prefill_ms": rb.prefill * 1000, "preempted_ms": rb.preempted * 1000,
             "num_preemptions": rb.num_preemptions, "num_prefill_chunks": rb.num_prefill_chunks,
