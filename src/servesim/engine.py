@@ -106,7 +106,7 @@ def simulate(
     now, step, nxt, n_done = 0.0, 0, 0, 0
     arrivals: list[str] = []
     release: list[RequestState] = []  # async scheduling: finished, blocks and seat come back after next step
-    ticks, total = 0, len(states)
+    ticks, total, keep_records = 0, len(states), record != "summary"
     arrival_times = [s.request.arrival_time for s in states] + [None]  # None: no more arrivals
     while n_done < total or release:  # async: the last seats come back in one more step
         ticks += 1
@@ -114,7 +114,8 @@ def simulate(
             progress(now, n_done, total, len(sched.waiting) + len(sched.swapped))
         while nxt < total and arrival_times[nxt] <= now:
             sched.add_request(states[nxt])
-            arrivals.append(states[nxt].request_id)
+            if keep_records:
+                arrivals.append(states[nxt].request_id)
             nxt += 1
         next_arrival = arrival_times[nxt]
 
@@ -181,11 +182,11 @@ def simulate(
                 num_decodes += 1
             else:
                 num_prefill += k
-            if s.num_computed_tokens + k == s.num_tokens:
+            if s.num_computed_tokens + k == s.request.prompt_len + s.num_output_tokens:  # reaches num_tokens
                 num_sampled += 1
         rest = StepShape(tuple(new_tokens), tuple(context), tuple(decode), num_sampled)
         swap_time = (out.swap_in_blocks + out.swap_out_blocks) * swap_seconds_per_block
-        duration = step_duration(cost_model, n, cohort.context_sum(step) if n else 0, rest, contexts) + swap_time
+        duration = step_duration(cost_model, n, cohort.base + n * step, rest, contexts) + swap_time
         end = now + duration
 
         entries = []
@@ -208,7 +209,7 @@ def simulate(
             sched.finish(s)
         release = []
         finished: list[str] = []
-        if n:
+        if n and cohort.heap[0][0] <= step:
             done = cohort.finishing(step)
             if done:
                 if record != "summary":  # in running order, as a step-by-step run lists them
@@ -229,7 +230,7 @@ def simulate(
                 s.time_preempted += now - s.preempted_at
                 s.preempted_at = None
             s.num_computed_tokens += k
-            if s.num_computed_tokens == s.num_tokens:
+            if s.num_computed_tokens == s.request.prompt_len + s.num_output_tokens:  # reached num_tokens: sample
                 s.num_output_tokens += 1
                 s.sampled(step)
                 s.sampled_since_admission = True
