@@ -131,10 +131,6 @@ class Stretch:
     free_after: list[int] | None  # the KV pool after each step's allocation (None: unlimited KV)
 
     @property
-    def starts(self) -> list[float]:
-        return self.times[:-1]
-
-    @property
     def end(self) -> float:
         return self.times[-1]
 

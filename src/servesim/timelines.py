@@ -87,10 +87,6 @@ class Timelines(Sequence[RequestTimeline]):
     def finished(self) -> np.ndarray:
         return ~np.isnan(self.finish_time)
 
-    @property
-    def num_runs(self) -> np.ndarray:
-        return np.diff(self.run_offsets) // 2
-
     def first_token_time(self) -> np.ndarray:
         """Each request's first token time (NaN without tokens)."""
         out = np.full(len(self), np.nan)
