@@ -56,6 +56,27 @@ def test_summary_runs_give_the_same_token_times_and_step_log(scenario):
     assert np.allclose(a.duration, b.duration, rtol=1e-12)
 
 
+class LongestContextCost:
+    """A cost model with only `step_time`, depending on each request's context (the longest one), not on their
+    sum: the fast path must take every cohort member's own context for it."""
+
+    name = "longest-context"
+
+    def step_time(self, shape):
+        longest = max((c + q for q, c in zip(shape.num_new_tokens, shape.num_context_tokens)), default=0)
+        return 0.001 * len(shape.num_new_tokens) + 0.0001 * sum(shape.num_new_tokens) + 1e-5 * longest
+
+
+@SETTINGS
+@given(scenarios())
+def test_a_cost_model_without_sums_gets_each_members_context(scenario):
+    requests, config, policy = scenario
+    fast = simulate(requests, config, policy, LongestContextCost(), record="steps", fast=True)
+    slow = simulate(requests, config, policy, LongestContextCost(), record="steps", fast=False)
+    same_timelines(fast, slow)
+    assert [(s.duration, s.scheduled) for s in fast.steps] == [(s.duration, s.scheduled) for s in slow.steps]
+
+
 @pytest.mark.parametrize("mode", ["recompute", "swap"])
 @pytest.mark.parametrize("policy", ["static", "continuous", "vllm"])
 def test_roofline_on_a_real_trace_sample(policy, mode):
