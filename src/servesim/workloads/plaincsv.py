@@ -9,8 +9,6 @@ is wrong). On the files taken here both readers give the same values; the checks
 
 from __future__ import annotations
 
-import csv
-import io
 import re
 
 import numpy as np
@@ -42,10 +40,16 @@ def read_plain_csv(src: Source, fmt: TraceFormat, roles: dict[str, str | None]) 
     if roles["arrival"] and fmt.time_unit == "datetime" and roles["arrival"] != "TIMESTAMP":
         return None  # other datetime columns have their format inferred by polars
     try:
-        rows = list(csv.reader(io.StringIO(data.decode("utf-8"))))
-    except csv.Error:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
         return None
+    # without quotes, and with every CR part of a CRLF, a CSV row is a line split at commas (what csv.reader
+    # gives, at twice its speed)
+    lines = text.replace("\r\n", "\n").split("\n")
+    if lines[-1] == "":
+        lines.pop()
     width = len(src.header)
+    rows = [line.split(",") for line in lines]
     if len(rows) < 2 or any(len(r) != width for r in rows):
         return None
     columns = list(zip(*rows[1:]))
