@@ -197,3 +197,22 @@ def test_itl_from_token_runs_equals_every_gap_of_every_request(scenario):
     assert a.pooled_itl() == pytest.approx(gaps, rel=1e-12, abs=1e-15)
     tokens = sum(len(t.token_times) for t in r.requests)
     assert a.step_tokens.sum() == tokens
+
+
+@settings(max_examples=150, deadline=None)
+@given(scenarios())
+def test_worst_gap_is_the_largest_gap_between_any_requests_consecutive_tokens(scenario):
+    from servesim.metrics import worst_gap
+
+    requests, config, policy = scenario
+    r = simulate(requests, config, policy, "toy", record="summary")
+    # by hand: every request's consecutive token times, workload order, the first of the largest (up to rounding)
+    gaps = [(b - a, x.id, b) for x in r.requests for a, b in zip(x.token_times, x.token_times[1:])]
+    got = worst_gap(r)
+    if not gaps:
+        assert got is None
+        return
+    top = max(g for g, _, _ in gaps)
+    seconds, rid, later = next(g for g in gaps if g[0] >= top - 1e-12 * max(1.0, abs(top)))
+    assert (got.seconds, got.request_id) == (seconds, rid)
+    assert r.step_log.end_time[got.step] == later  # the step that produced the later token

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,23 +22,37 @@ class Gap:
 def worst_gap(result: SimResult) -> Gap | None:
     """The largest inter-token gap any request saw (vLLM's ITL maximum), with the step that caused it: the step
     ending at the later token, found in the step log, so it is there at every record level. Ties: the earliest
-    request in workload order, then its earliest gap. numpy over the flat token times (no per-gap objects)."""
-    reqs = result.requests
-    times = [r.token_times for r in reqs]
-    lengths = np.fromiter(map(len, times), np.int64, len(times))
-    flat = np.fromiter(itertools.chain.from_iterable(times), float, int(lengths.sum()))
-    if flat.size < 2:
+    request in workload order, then its earliest gap. From the token runs against the step clock: a request's
+    gaps are step-end differences inside a run and one gap between runs, so no per-token array is built."""
+    t = result.timelines
+    if t.clock is None or not t.runs.size:
         return None
-    gaps = np.diff(flat)
-    ends = np.cumsum(lengths)
-    cross = ends[:-1] - 1  # gap j joins token j to j + 1: from a request's last token to the next one's first
-    gaps[cross[(cross >= 0) & (cross < gaps.size)]] = -np.inf
-    top = float(gaps.max())
+    ends = t.clock.ends
+    start, count = t.runs[0::2], t.runs[1::2]
+    owner = np.repeat(np.arange(len(t)), np.diff(t.run_offsets) // 2)  # the request of each run
+    # candidate groups in token order: run r's inside gaps, then the gap to run r + 1 of the same request
+    diff = np.append(np.diff(ends), -np.inf)  # the padding keeps every reduceat index in range
+    long = count > 1
+    inside = np.full(start.size, -np.inf)
+    if long.any():
+        bounds = np.stack([start[long], start[long] + count[long] - 1], axis=1).ravel()
+        inside[long] = np.maximum.reduceat(diff, bounds)[0::2]
+    between = np.full(start.size, -np.inf)
+    same = owner[1:] == owner[:-1]
+    between[:-1][same] = ends[start[1:][same]] - ends[(start + count - 1)[:-1][same]]
+    groups = np.stack([inside, between], axis=1).ravel()
+    top = float(groups.max())
     if top == -np.inf:
         return None
-    j = int(np.argmax(gaps >= top - 1e-12 * max(1.0, abs(top))))  # NOTE: equal up to rounding counts as a tie
-    owner = int(np.searchsorted(ends, j, side="right"))
-    return Gap(float(gaps[j]), reqs[owner].id, step_index_at(result, [float(flat[j + 1])])[0])
+    g = int(np.argmax(groups >= top - 1e-12 * max(1.0, abs(top))))  # NOTE: equal up to rounding counts as a tie
+    r = g // 2
+    if g % 2:  # the gap from run r to run r + 1
+        seconds, later = float(between[r]), int(start[r + 1])
+    else:
+        gaps = diff[start[r]:start[r] + count[r] - 1]
+        j = int(np.argmax(gaps >= top - 1e-12 * max(1.0, abs(top))))
+        seconds, later = float(gaps[j]), int(start[r] + j + 1)
+    return Gap(seconds, t.ids[int(owner[r])], step_index_at(result, [float(ends[later])])[0])
 
 
 def slot_utilization(result: SimResult) -> float:
