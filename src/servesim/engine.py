@@ -204,10 +204,12 @@ def simulate(
             ]
 
         # run it: advance computed tokens, sample, finish
-        observed = [s.request_id for s in release]
-        for s in release:
-            sched.finish(s)
-        release = []
+        observed = []
+        if release:  # async scheduling: last step's finishes give back their blocks and seats now
+            observed = [s.request_id for s in release]
+            for s in release:
+                sched.finish(s)
+            release = []
         finished: list[str] = []
         if n and cohort.heap[0][0] <= step:
             done = cohort.finishing(step)
@@ -322,7 +324,7 @@ def _advance(plan: Stretch, sched, cohort: DecodeCohort, first_step: int, arriva
         members = sched.running[:n]
         ctx = contexts or cohort.contexts(sched.running, first_step)
         _stretch_records(plan, sched, members, ctx, cohort, first_step, arrivals, emit, free_after, num_waiting)
-    done = cohort.finishing(last)
+    done = cohort.finishing(last) if cohort.heap[0][0] <= last else ()
     end = plan.end
     for s in done:
         s.finish_time = end

@@ -79,7 +79,7 @@ class Roofline:
     __slots__ = ("name", "model", "gpu", "tp", "params", "kv_bytes_per_token", "_c", "_m", "_kl", "_L", "_gemms",
                  "_moe", "_attn_flops", "_attn_bytes_kv", "_attn_bytes_q", "_elem_bytes", "_elem_kernels",
                  "_lm", "_sampler_bytes", "_ar_bytes", "_ar_count", "_ar_link", "_weights", "_act_bytes",
-                 "_by_tokens", "_by_sampled")
+                 "_by_tokens", "_by_sampled", "_decode")
 
     def __init__(self, model: str | ModelSpec = "llama-3-8b", gpu: str | GpuSpec = "h100-80gb", tp: int = 1,
                  params: CostParams | None = None) -> None:
@@ -94,6 +94,7 @@ class Roofline:
         self.name, self.model, self.gpu, self.tp = "roofline", m, g, tp
         self._by_tokens: dict[int, float] = {}
         self._by_sampled: dict[int, float] = {}
+        self._decode: dict[int, tuple] = {}  # decode_stretch's constants per batch size
         p = self.params = params or CostParams.defaults(g)
         d, h, hd, L = m.dtype_bytes, m.hidden_size, m.head_dim, m.num_hidden_layers
         heads = m.num_attention_heads // tp
@@ -216,9 +217,11 @@ class Roofline:
         """Durations of k steps of n one-token decodes whose contexts (summing to `context_sum` at the first
         step) each grow by one token per step: what the engine's fast path asks for. The same arithmetic as
         `step_time`, step by step, so the same floats."""
-        fixed, L, kl = self._fixed(n, n), self._L, self._kl
-        af, c, bkv, mem = self._attn_flops, self._c, self._attn_bytes_kv, self._m
-        q = self._attn_bytes_q * n
+        consts = self._decode.get(n)
+        if consts is None:
+            consts = self._decode[n] = (self._fixed(n, n), self._L, self._kl, self._attn_flops, self._c,
+                                        self._attn_bytes_kv, self._m, self._attn_bytes_q * n)
+        fixed, L, kl, af, c, bkv, mem, q = consts
         if k >= NUMPY_STRETCH:  # the same operations, in the same order, on arrays (IEEE: the same floats)
             kv = np.arange(context_sum + n, context_sum + n + n * k, n, dtype=np.float64)[:k]
             return (fixed + L * (np.maximum(af * kv * c, (bkv * kv + q) * mem) + kl)).tolist()
