@@ -80,7 +80,8 @@ def simulate(
 
     `record`: "full" keeps every step record with the reason each waiting request got nothing; "steps" keeps the
     records without reasons; "summary" keeps only compact per-step arrays (`SimResult.step_log`).
-    `fast`: advance steady decode stretches in closed form (`servesim.fastpath`); the result is the same.
+    `fast`: advance the decoding requests in aggregate and plan steady stretches of steps at once
+    (`servesim.fastpath`); the result is the same as step by step (`fast=False`).
     `progress(now, finished, total, waiting)` is called every few thousand iterations (for a progress bar).
     `sink`: each step record (at record "full" or "steps") goes to it instead of into the result, so a large run
     can stream its records to disk (`servesim.parquet.ParquetRecords`) without holding them.
