@@ -9,6 +9,8 @@
    lengths drawn from the Azure conversation trace), Llama-3-8B on one H100, full metrics. Target <= 60 s and
    <= 2 GB peak memory for N = 1,000,000.
 
+`--phases` prints target 1's imports, loading, simulation and metrics measured in one process instead.
+
 Each figure is the median of R runs (with the best); steps and requests simulated per wall second are printed beside
 it, and the median time of a fixed Python loop run just before each (`reference_loop`), since a shared machine's
 speed moves under the figures.
