@@ -166,6 +166,7 @@ def plan_stretch(cohort: DecodeCohort, free_blocks: int | None, cost: CostModel,
     n = cohort.n
     k = cohort.next_last_token() - step + 1
     grows = free_blocks is not None and cohort.grows
+    frees = None
     if grows and free_blocks < n * -(-k // cohort.block_size):  # the pool could run dry (n blocks per bs steps)
         frees = cohort.pool_after(step, free_blocks, k)
         if frees[-1] < 0:  # some step would preempt: the stretch ends before it
@@ -173,7 +174,6 @@ def plan_stretch(cohort: DecodeCohort, free_blocks: int | None, cost: CostModel,
             if k == 0:
                 return None
     ctx = cohort.context_sum(step)
-    stretch = getattr(cost, "decode_stretch", None) if contexts is None else None
     size = k
     if next_arrival is not None and cohort.step_seconds > 0:  # about the steps until the next arrival
         size = min(k, int((next_arrival - now) / cohort.step_seconds) + 2)
@@ -181,10 +181,7 @@ def plan_stretch(cohort: DecodeCohort, free_blocks: int | None, cost: CostModel,
     times: list[float] = [now]
     while True:
         j0 = len(durations)
-        if stretch is not None:
-            block = stretch(n, ctx + n * j0, size)
-        else:
-            block = decode_durations(cost, n, ctx + n * j0, size, [c + j0 for c in contexts])
+        block = decode_durations(cost, n, ctx + n * j0, size, None if contexts is None else [c + j0 for c in contexts])
         durations += block
         times += accumulate(block, initial=times.pop())  # left to right, as the step-by-step clock adds them
         if next_arrival is not None and times[-1] >= next_arrival:
@@ -200,7 +197,7 @@ def plan_stretch(cohort: DecodeCohort, free_blocks: int | None, cost: CostModel,
         del times[k + 1:], durations[k:]
     cohort.step_seconds = durations[-1]
     if grows:
-        frees = cohort.pool_after(step, free_blocks, k)
+        frees = frees[:k] if frees is not None else cohort.pool_after(step, free_blocks, k)
     else:
         frees = None if free_blocks is None else [free_blocks] * k
     return Stretch(k, durations, times, frees)
