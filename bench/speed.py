@@ -56,9 +56,9 @@ def target1() -> dict:
 SIM = """
 import json, resource, time
 t0 = time.perf_counter()
-from servesim.benchmark import benchmark_metrics
-from servesim.breakdown import server_metrics
-from servesim.config import EngineConfig
+from servesim.analysis.benchmark import benchmark_metrics
+from servesim.analysis.breakdown import server_metrics
+from servesim.engine.config import EngineConfig
 from servesim.cost import get_cost_model
 from servesim.engine import simulate
 from servesim.workloads import make_table
@@ -86,12 +86,12 @@ def target3(n: int) -> dict:
 PHASES = """
 import json, time
 t0 = time.perf_counter()
-from servesim.benchmark import benchmark_metrics
-from servesim.breakdown import server_metrics
-from servesim.config import EngineConfig
+from servesim.analysis.benchmark import benchmark_metrics
+from servesim.analysis.breakdown import server_metrics
+from servesim.engine.config import EngineConfig
 from servesim.cost import get_cost_model
 from servesim.engine import simulate
-from servesim.overload import detect_overload
+from servesim.analysis.overload import detect_overload
 from servesim.workloads import load_trace
 t1 = time.perf_counter()
 reqs = load_trace({trace!r}).to_requests()

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from servesim.config import EngineConfig
 from servesim.engine import simulate
-from servesim.request import Request
+from servesim.engine.config import EngineConfig
+from servesim.engine.request import Request
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 

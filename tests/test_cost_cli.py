@@ -7,9 +7,9 @@ import json
 import pytest
 from helpers import cli
 
-from servesim.config import EngineConfig
 from servesim.cost import Roofline, StepShape, get_cost_model
 from servesim.engine import simulate
+from servesim.engine.config import EngineConfig
 from servesim.workloads import load_workload
 
 BOUNDS = {"compute", "memory", "communication", "overhead"}

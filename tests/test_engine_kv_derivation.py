@@ -1,8 +1,8 @@
 """The engine takes KV capacity and KV bytes per token from a cost model that knows the model and the GPU."""
 
-from servesim.config import EngineConfig
 from servesim.cost import get_cost_model
 from servesim.engine import simulate
+from servesim.engine.config import EngineConfig
 from servesim.workloads import load_workload
 
 

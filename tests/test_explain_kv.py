@@ -8,10 +8,10 @@ preempted in step 11, and its 2000 + 1 tokens need 126 blocks while 137 - 12 = 1
 
 import pytest
 
-from servesim.compare import compare_sentences, run_policies
-from servesim.config import EngineConfig
+from servesim.analysis.compare import compare_sentences, run_policies
+from servesim.analysis.explain import bound_sentence, chunking_sentences, explain_request, explain_run, prefill_phases
 from servesim.engine import simulate
-from servesim.explain import bound_sentence, chunking_sentences, explain_request, explain_run, prefill_phases
+from servesim.engine.config import EngineConfig
 from servesim.run import Run
 from servesim.workloads import load_workload
 

@@ -3,11 +3,11 @@
 import pytest
 from helpers import reqs, run
 
-from servesim.compare import compare_sentences, parse_set, run_policies, run_sweep
-from servesim.config import EngineConfig
+from servesim.analysis.compare import compare_sentences, parse_set, run_policies, run_sweep
+from servesim.analysis.explain import bound_sentence, chunking_sentences, explain_request, explain_run
 from servesim.engine import simulate
+from servesim.engine.config import EngineConfig
 from servesim.errors import ConfigError
-from servesim.explain import bound_sentence, chunking_sentences, explain_request, explain_run
 from servesim.run import Run
 from servesim.workloads import load_workload
 

@@ -5,10 +5,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from test_properties import scenarios
 
-from servesim.config import EngineConfig
 from servesim.cost import get_cost_model
 from servesim.engine import simulate
-from servesim.request import Request
+from servesim.engine.config import EngineConfig
+from servesim.engine.request import Request
 from servesim.workloads import load_workload
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_properties import scenarios
 
-from servesim.benchmark import (
+from servesim.analysis.benchmark import (
     Summary,
     benchmark_metrics,
     format_result,
@@ -16,8 +16,8 @@ from servesim.benchmark import (
     request_arrays,
     to_json,
 )
-from servesim.config import EngineConfig
 from servesim.engine import simulate
+from servesim.engine.config import EngineConfig
 from servesim.errors import ConfigError
 from servesim.workloads import load_workload
 
@@ -202,7 +202,7 @@ def test_itl_from_token_runs_equals_every_gap_of_every_request(scenario):
 @settings(max_examples=150, deadline=None)
 @given(scenarios())
 def test_worst_gap_is_the_largest_gap_between_any_requests_consecutive_tokens(scenario):
-    from servesim.metrics import worst_gap
+    from servesim.analysis.metrics import worst_gap
 
     requests, config, policy = scenario
     r = simulate(requests, config, policy, "toy", record="summary")

@@ -4,12 +4,12 @@ import numpy as np
 import pytest
 from helpers import reqs, run
 
-from servesim.breakdown import Bound, bound_by, request_breakdown, server_metrics, step_arrays
-from servesim.config import EngineConfig
+from servesim.analysis.breakdown import Bound, bound_by, request_breakdown, server_metrics, step_arrays
+from servesim.analysis.metrics import token_gaps
+from servesim.analysis.overload import detect_overload, trend
 from servesim.engine import simulate
-from servesim.metrics import token_gaps
-from servesim.overload import detect_overload, trend
-from servesim.request import Request
+from servesim.engine.config import EngineConfig
+from servesim.engine.request import Request
 from servesim.workloads import load_workload
 
 MS = 1e-3

@@ -3,15 +3,15 @@
 
 import pytest
 
-from servesim.benchmark import benchmark_metrics, to_json
-from servesim.breakdown import format_server, server_metrics, step_arrays
-from servesim.config import EngineConfig
+from servesim.analysis.benchmark import benchmark_metrics, to_json
+from servesim.analysis.breakdown import format_server, server_metrics, step_arrays
+from servesim.analysis.explain import explain_request, explain_run
+from servesim.analysis.metrics import prompt_tokens_processed, slot_utilization, worst_gap
+from servesim.analysis.overload import detect_overload
 from servesim.engine import simulate
+from servesim.engine.config import EngineConfig
+from servesim.engine.request import Request
 from servesim.errors import ServesimError
-from servesim.explain import explain_request, explain_run
-from servesim.metrics import prompt_tokens_processed, slot_utilization, worst_gap
-from servesim.overload import detect_overload
-from servesim.request import Request
 from servesim.run import Run
 from servesim.workloads import load_workload
 

@@ -2,9 +2,9 @@
 
 import polars as pl
 
-from servesim.config import EngineConfig
 from servesim.engine import simulate
-from servesim.parquet import ParquetRecords
+from servesim.engine.config import EngineConfig
+from servesim.export.parquet import ParquetRecords
 from servesim.workloads import load_workload
 
 

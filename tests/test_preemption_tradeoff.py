@@ -2,9 +2,9 @@
 
 import pytest
 
-from servesim.config import EngineConfig
 from servesim.engine import simulate
-from servesim.request import Request
+from servesim.engine.config import EngineConfig
+from servesim.engine.request import Request
 
 REQUESTS = [Request(f"r{i}", 0.0, 1500, 300) for i in range(3)]
 

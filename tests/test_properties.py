@@ -5,10 +5,10 @@ from collections import Counter
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from servesim.config import EngineConfig
 from servesim.engine import simulate
-from servesim.kv import blocks_for
-from servesim.request import Request
+from servesim.engine.config import EngineConfig
+from servesim.engine.kv import blocks_for
+from servesim.engine.request import Request
 
 
 @st.composite

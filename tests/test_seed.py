@@ -3,10 +3,10 @@
 import pytest
 from helpers import tokens
 
-from servesim.config import EngineConfig
+from servesim.analysis.metrics import prefill_chunks, prompt_tokens_processed, worst_gap
 from servesim.engine import simulate
+from servesim.engine.config import EngineConfig
 from servesim.lesson import chunked_iteration_time, plan_chunks
-from servesim.metrics import prefill_chunks, prompt_tokens_processed, worst_gap
 from servesim.workloads import load_workload
 
 MS = 1e-3

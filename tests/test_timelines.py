@@ -5,9 +5,9 @@ import math
 import pytest
 from helpers import reqs
 
-from servesim.config import EngineConfig
 from servesim.engine import simulate
-from servesim.timelines import Timelines
+from servesim.engine.config import EngineConfig
+from servesim.engine.timelines import Timelines
 
 
 def test_columns_round_trip_through_timeline_objects():

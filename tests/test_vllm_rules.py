@@ -3,8 +3,8 @@
 import pytest
 from helpers import reqs, run, tokens
 
+from servesim.engine.records import Reason
 from servesim.errors import ConfigError
-from servesim.records import Reason
 
 
 def reasons(result, step):

@@ -5,8 +5,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from servesim import weighted
-from servesim.weighted import moments, values_at_ranks
+from servesim.analysis import weighted
+from servesim.analysis.weighted import moments, values_at_ranks
 
 # few distinct values (heavy repeats, edge bins) or many (bins between edges), zero weights included
 values = st.one_of(st.integers(0, 5).map(float), st.floats(0, 10, allow_nan=False))

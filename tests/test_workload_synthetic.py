@@ -134,7 +134,7 @@ def test_a_wide_normal_is_clipped_not_overflowed():
 
 
 def test_a_tables_requests_equal_the_checked_constructor():
-    from servesim.request import Request
+    from servesim.engine.request import Request
 
     table = RequestTable.from_columns([0.0, 0.5, 2.25], [10, 1, 300], [1, 7, 20])
     got = table.to_requests()

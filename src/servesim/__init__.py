@@ -10,16 +10,31 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from servesim.config import EngineConfig
-    from servesim.engine import simulate
-    from servesim.request import Request, RequestStatus
+    from servesim.engine.config import EngineConfig
+    from servesim.engine.loop import simulate
+    from servesim.engine.request import Request, RequestStatus
+    from servesim.lesson.functions import (
+        chunk_size,
+        chunked_iteration_time,
+        continuous_slots,
+        plan_chunks,
+        static_slots,
+        tokens_processed,
+        utilization,
+        worst_stall,
+    )
     from servesim.run import Run
 
-__all__ = ["EngineConfig", "Request", "RequestStatus", "Run", "__version__", "simulate"]
+_LESSON = ("chunk_size", "chunked_iteration_time", "continuous_slots", "plan_chunks", "static_slots",
+           "tokens_processed", "utilization", "worst_stall")
+__all__ = ["EngineConfig", "Request", "RequestStatus", "Run", "__version__", "chunk_size", "chunked_iteration_time",
+           "continuous_slots", "plan_chunks", "simulate", "static_slots", "tokens_processed", "utilization",
+           "worst_stall"]
 __version__ = "0.1.0"
 
-_HOMES = {"EngineConfig": "servesim.config", "simulate": "servesim.engine", "Request": "servesim.request",
-          "RequestStatus": "servesim.request", "Run": "servesim.run"}
+_HOMES = {"EngineConfig": "servesim.engine.config", "simulate": "servesim.engine.loop",
+          "Request": "servesim.engine.request", "RequestStatus": "servesim.engine.request", "Run": "servesim.run",
+          **dict.fromkeys(_LESSON, "servesim.lesson.functions")}
 
 
 def __getattr__(name: str) -> Any:

@@ -11,12 +11,12 @@ import math
 from pathlib import Path
 from typing import Any
 
-from servesim.config import EngineConfig
 from servesim.cost import UnitCost
 from servesim.engine import simulate
+from servesim.engine.config import EngineConfig
+from servesim.engine.request import Request
+from servesim.engine.result import SimResult
 from servesim.errors import WorkloadError
-from servesim.request import Request
-from servesim.result import SimResult
 
 CONFIG_KEYS = (
     "max_num_batched_tokens", "max_num_seqs", "enable_chunked_prefill", "long_prefill_token_threshold",

@@ -19,15 +19,15 @@ from typing import Any
 
 import numpy as np
 
-from servesim.benchmark import DEFAULT_PERCENTILES, BenchmarkMetrics, benchmark_metrics, to_json
-from servesim.breakdown import ServerMetrics, request_breakdown, server_metrics, step_arrays
-from servesim.config import EngineConfig
+from servesim.analysis.benchmark import DEFAULT_PERCENTILES, BenchmarkMetrics, benchmark_metrics, to_json
+from servesim.analysis.breakdown import ServerMetrics, request_breakdown, server_metrics, step_arrays
+from servesim.analysis.overload import Overload, detect_overload
 from servesim.cost import CostModel
 from servesim.engine import simulate
+from servesim.engine.config import EngineConfig
+from servesim.engine.request import Request
+from servesim.engine.result import SimResult
 from servesim.errors import ServesimError
-from servesim.overload import Overload, detect_overload
-from servesim.request import Request
-from servesim.result import SimResult
 
 
 def _polars() -> Any:
@@ -141,7 +141,7 @@ class Run:
         return simulate(self.workload, cfg, self.result.policy, self.cost)
 
     def explain(self, request_id: str | None = None) -> str:
-        from servesim.explain import explain_request, explain_run
+        from servesim.analysis.explain import explain_request, explain_run
 
         if request_id is not None:
             return "\n".join(explain_request(self.result, request_id))

@@ -59,7 +59,7 @@ from servesim.cli.workload import (
 from servesim.cost import COST_MODELS, CostModel, get_cost_model
 from servesim.engine import simulate
 from servesim.errors import ConfigError
-from servesim.parquet import ParquetRecords
+from servesim.export.parquet import ParquetRecords
 
 console = LazyConsole(highlight=False, soft_wrap=True)  # compare, explain; run prints plain text
 
@@ -138,7 +138,7 @@ def run_cmd(
 ) -> None:
     """Simulate and print `vllm bench serve`'s "Serving Benchmark Result" block (same labels and layout), the
     server-side breakdown only a simulator can give, and OVERLOADED with its evidence when the queue is unstable."""
-    from servesim.benchmark import (
+    from servesim.analysis.benchmark import (
         benchmark_metrics,
         format_result,
         parse_goodput,
@@ -146,8 +146,8 @@ def run_cmd(
         parse_percentiles,
         to_json,
     )
-    from servesim.breakdown import format_server, server_metrics
-    from servesim.overload import detect_overload
+    from servesim.analysis.breakdown import format_server, server_metrics
+    from servesim.analysis.overload import detect_overload
 
     ps, names = parse_percentiles(percentiles), parse_metric_names(percentile_metrics)
     slos = parse_goodput(goodput or [])
@@ -223,7 +223,7 @@ def compare(
     """The same workload through several policies or several values of one knob: one table, a column each, and
     sentences attributing the differences. A token budget applies to chunking policies only (static and
     continuous never chunk; vLLM would reject a budget below max_model_len for them)."""
-    from servesim.compare import compare_rows, compare_sentences, parse_set, run_policies, run_sweep
+    from servesim.analysis.compare import compare_rows, compare_sentences, parse_set, run_policies, run_sweep
 
     if (policies is None) == (set_ is None):
         raise ConfigError("give exactly one of --policies A,B,... or --set KNOB=V1,V2,...")
@@ -296,7 +296,7 @@ def explain(
 ) -> None:
     """Plain sentences built from the step records: what bound the schedule, where tail latency came from,
     preemptions and their cost; with --request ID, that request's wait, prefill chunks, preemptions and gaps."""
-    from servesim.explain import explain_request
+    from servesim.analysis.explain import explain_request
     from servesim.run import Run
 
     cfg = engine_options(locals())

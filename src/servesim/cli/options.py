@@ -6,8 +6,8 @@ from typing import Annotated
 
 import typer
 
-from servesim.config import EngineConfig
 from servesim.cost import DEFAULT_REAL_COST, CostModel, get_cost_model
+from servesim.engine.config import EngineConfig
 
 Policy = Annotated[str, typer.Option("--policy", "-p", help="Scheduling policy: static | continuous | vllm.")]
 # --workload and the options that shape it (format, columns, request rate, ...) are `servesim.cli.workload`'s.

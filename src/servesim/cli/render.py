@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from servesim.records import Kind, StepRecord
-from servesim.result import SimResult
+from servesim.engine.records import Kind, StepRecord
+from servesim.engine.result import SimResult
 
 if TYPE_CHECKING:
     from rich.table import Table

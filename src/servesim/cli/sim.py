@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from servesim.analysis.metrics import longest_prompt, slot_utilization, worst_gap
 from servesim.cli.app import app
 from servesim.cli.options import (
     Async,
@@ -54,10 +55,9 @@ from servesim.cli.workload import (
     loader_options,
     workload_from_options,
 )
-from servesim.config import EngineConfig
 from servesim.engine import simulate
-from servesim.metrics import longest_prompt, slot_utilization, worst_gap
-from servesim.result import SimResult
+from servesim.engine.config import EngineConfig
+from servesim.engine.result import SimResult
 from servesim.workloads import load_workload
 
 if TYPE_CHECKING:
@@ -89,7 +89,7 @@ def demo(
 ) -> None:
     """The seed scenario (4 short requests decoding, a 2000-token prompt arriving at 20 ms) under static,
     continuous and vllm scheduling, toy cost (1 ms per decode, 0.1 ms per prefill token), max_num_seqs 8."""
-    from servesim.explain import policy_sentence
+    from servesim.analysis.explain import policy_sentence
 
     results = demo_results()
     for name, r in results.items():
@@ -166,8 +166,8 @@ def trace(
 ) -> None:
     """Print the per-step schedule: step, start and duration (ms), decodes, prefill chunks as id:tokens,
     tokens/budget, and events (arrivals, preemptions, finishes, and why each waiting request got nothing)."""
-    from servesim.explain import policy_sentence
-    from servesim.export import result_to_dict, write_json
+    from servesim.analysis.explain import policy_sentence
+    from servesim.export.json_records import result_to_dict, write_json
 
     cfg = engine_options(locals())
     reqs = workload_from_options(workload, **loader_options(locals()))
@@ -186,7 +186,7 @@ def trace(
 @app.command()
 def lesson() -> None:
     """The lesson's questions, answered by servesim's lesson functions (computed, not stored)."""
-    from servesim.lessontext import lesson_answers
+    from servesim.lesson.questions import lesson_answers
 
     for question, answer in lesson_answers():
         console.print(f"[bold]Q.[/bold] {question}")
@@ -202,7 +202,7 @@ def conform(
     """Run a conformance scenario with the vllm policy on a step clock (every step costs 1.0); with --expected,
     exit 0 on an exact match, else print the first differing step side by side and exit 1."""
     from servesim.conformance import first_difference, load_scenario, run_scenario, to_trace
-    from servesim.export import write_json
+    from servesim.export.json_records import write_json
 
     sc = load_scenario(scenario)
     actual = to_trace(sc, run_scenario(sc))

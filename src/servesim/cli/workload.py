@@ -16,8 +16,8 @@ from typing import Annotated
 import typer
 
 from servesim.cli.app import app
+from servesim.engine.request import Request
 from servesim.errors import WorkloadError
-from servesim.request import Request
 from servesim.workloads.builtin import BUILTIN_WORKLOADS
 from servesim.workloads.formats import ALIASES, FORMATS
 from servesim.workloads.resolve import make_table

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from servesim.config import EngineConfig
+from servesim.engine.config import EngineConfig
 from servesim.errors import ConfigError
 from servesim.policies.base import Scheduler, SchedulerOutput
 from servesim.policies.static import StaticScheduler

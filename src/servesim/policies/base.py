@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from servesim.config import EngineConfig
-from servesim.kv import KVCache, blocks_for
+from servesim.engine.config import EngineConfig
+from servesim.engine.kv import KVCache, blocks_for
+from servesim.engine.records import Preemption, Reason, Waiting
+from servesim.engine.request import RequestState, RequestStatus
 from servesim.policies.queue import make_queue
-from servesim.records import Preemption, Reason, Waiting
-from servesim.request import RequestState, RequestStatus
 
 
 @dataclass(slots=True)
@@ -53,7 +53,7 @@ class Scheduler:
 
     def schedule(self, num_decoding_ahead: int = 0) -> SchedulerOutput:
         """Decide the step's work. The first `num_decoding_ahead` running requests are already scheduled for one
-        decode token each, their blocks allocated (the engine's decode cohort, `servesim.fastpath`): start after
+        decode token each, their blocks allocated (the engine's decode cohort, `servesim.engine.fastpath`): start after
         them."""
         raise NotImplementedError
 

@@ -6,7 +6,7 @@ import heapq
 from collections import deque
 from collections.abc import Iterator
 
-from servesim.request import RequestState
+from servesim.engine.request import RequestState
 
 
 def priority_key(s: RequestState) -> tuple[int, float, str]:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from servesim.engine.records import Reason
+from servesim.engine.request import RequestState
 from servesim.policies.base import Scheduler, SchedulerOutput
-from servesim.records import Reason
-from servesim.request import RequestState
 
 
 class StaticScheduler(Scheduler):

@@ -7,10 +7,10 @@ decodes. Rules as observed in vLLM 0.33.0; see docs/vllm-fidelity.md and ../shar
 
 from __future__ import annotations
 
-from servesim.kv import blocks_for
+from servesim.engine.kv import blocks_for
+from servesim.engine.records import Reason
+from servesim.engine.request import RequestState
 from servesim.policies.base import Scheduler, SchedulerOutput
-from servesim.records import Reason
-from servesim.request import RequestState
 
 
 class VLLMScheduler(Scheduler):
@@ -19,7 +19,7 @@ class VLLMScheduler(Scheduler):
     def schedule(self, num_decoding_ahead: int = 0) -> SchedulerOutput:
         self.out = out = SchedulerOutput()
         cfg, kv, running = self.config, self.kv, self.running
-        # the engine's decode cohort: the first running requests, already given one token each (servesim.fastpath)
+        # the engine's decode cohort: the first running requests, already given one token each (engine.fastpath)
         budget = cfg.max_num_batched_tokens - num_decoding_ahead
         # NOTE: a lone request is never capped by long_prefill_token_threshold.
         many = len(running) + len(self.waiting) + len(self.swapped) > 1

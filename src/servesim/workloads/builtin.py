@@ -8,8 +8,8 @@ from importlib import resources
 
 import numpy as np
 
+from servesim.engine.request import Request
 from servesim.errors import WorkloadError
-from servesim.request import Request
 from servesim.workloads.synthetic import arrival_times, parse_length
 from servesim.workloads.table import RequestTable, read_servesim_csv
 

@@ -19,19 +19,19 @@ import numpy as np
 from servesim.errors import WorkloadError
 from servesim.workloads.formats import TIME_UNITS, TraceFormat, check_header, choose_format, did_you_mean
 from servesim.workloads.plaincsv import read_plain_csv
-from servesim.workloads.source import CONTAINERS, Source, first_line, parse_json_line, read_source, shorten
+from servesim.workloads.source import (
+    CONTAINERS,
+    NEEDS_POLARS,
+    Source,
+    first_line,
+    parse_json_line,
+    read_source,
+    require_polars,
+    shorten,
+)
 from servesim.workloads.table import RequestTable, take_hashes
 
 AZURE_TIME = "%Y-%m-%d %H:%M:%S%.f"  # e.g. 2023-11-16 18:17:03.9799600 (7 fractional digits)
-NEEDS_POLARS = "reading trace files needs polars: pip install 'servesim[data]'"
-
-
-def require_polars() -> Any:
-    try:
-        import polars as pl
-    except ImportError:
-        raise WorkloadError(NEEDS_POLARS) from None
-    return pl
 
 
 def load_trace(

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
+from servesim.engine.request import Request
 from servesim.errors import WorkloadError
-from servesim.request import Request
 from servesim.workloads.builtin import BUILTIN_WORKLOADS, builtin_table
 from servesim.workloads.loaders import load_trace
 from servesim.workloads.synthetic import ClosedLoop, LengthDist, arrival_times, parse_length, synthetic_lengths

@@ -12,10 +12,21 @@ import json
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from servesim.errors import WorkloadError
 
 CONTAINERS = ("csv", "jsonl", "parquet")
+NEEDS_POLARS = "reading trace files needs polars: pip install 'servesim[data]'"
+
+
+def require_polars() -> Any:
+    """polars, imported on first use (small plain CSV files are read without it)."""
+    try:
+        import polars as pl
+    except ImportError:
+        raise WorkloadError(NEEDS_POLARS) from None
+    return pl
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,8 +134,6 @@ def parse_json_line(line: bytes, path: Path, n: int) -> dict:
 
 
 def parquet_columns(path: Path, data: bytes) -> tuple[str, ...]:
-    from servesim.workloads.loaders import require_polars
-
     pl = require_polars()
     try:
         return tuple(pl.read_parquet_schema(io.BytesIO(data)))

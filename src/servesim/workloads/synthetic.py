@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from servesim.engine.request import Request
 from servesim.errors import WorkloadError
-from servesim.request import Request
 from servesim.workloads.table import RequestTable
 
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
+from servesim.engine.request import Request, unchecked_requests
 from servesim.errors import WorkloadError
-from servesim.request import Request, unchecked_requests
 
 # The canonical file format (`--format servesim`), written by `servesim workload generate`.
 SERVESIM_COLUMNS = ("arrival_time", "prompt_len", "output_len", "priority", "session_id", "hash_ids")

@@ -6,7 +6,7 @@ block, so the usable pool is `num_gpu_blocks - 1`. `num_gpu_blocks=None` means a
 
 from __future__ import annotations
 
-from servesim.request import RequestState
+from servesim.engine.request import RequestState
 
 
 def blocks_for(num_tokens: int, block_size: int) -> int:

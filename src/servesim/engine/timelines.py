@@ -11,7 +11,7 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from servesim.records import RequestTimeline, TokenClock
+from servesim.engine.records import RequestTimeline, TokenClock
 
 FLOAT_COLUMNS = ("arrival_time", "first_scheduled_time", "finish_time", "time_preempted")
 INT_COLUMNS = ("prompt_len", "output_len", "priority", "num_preemptions", "num_prefill_chunks")

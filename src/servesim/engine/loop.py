@@ -9,60 +9,20 @@ finishes it. When nothing can run, the clock jumps to the next arrival. No rando
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 
-from servesim.config import EngineConfig
 from servesim.cost import CostModel, StepShape, get_cost_model
+from servesim.engine.config import EngineConfig
+from servesim.engine.fastpath import DecodeCohort, Stretch, plan_stretch, step_duration
+from servesim.engine.records import Kind, ScheduledEntry, StepRecord, TokenClock
+from servesim.engine.request import Request, RequestState, RequestStatus
+from servesim.engine.resolve import resolve_config
+from servesim.engine.result import SimResult
+from servesim.engine.steplog import StepLog
+from servesim.engine.timelines import FLOAT_COLUMNS, INT_COLUMNS, Timelines
 from servesim.errors import ConfigError
-from servesim.fastpath import DecodeCohort, Stretch, plan_stretch, step_duration
-from servesim.kv import blocks_for
-from servesim.policies import make_scheduler, policy_class
-from servesim.records import Kind, ScheduledEntry, StepRecord, TokenClock
-from servesim.request import Request, RequestState, RequestStatus
-from servesim.result import SimResult
-from servesim.steplog import StepLog
-from servesim.timelines import FLOAT_COLUMNS, INT_COLUMNS, Timelines
+from servesim.policies import make_scheduler
 
 RECORD_LEVELS = ("full", "steps", "summary")
-
-
-def resolve_config(
-    config: EngineConfig, policy: str, requests: Sequence[Request], cost: CostModel | None = None
-) -> EngineConfig:
-    """Fill workload-dependent defaults and reject what cannot work, before simulating (as vLLM validates).
-
-    A cost model that knows the model and GPU (the roofline) also sets the KV bytes per token and, when
-    `num_gpu_blocks` is not given, derives it from GPU memory as vLLM does.
-    """
-    if not policy_class(policy).chunked:
-        config = replace(config, enable_chunked_prefill=False)
-    longest = max((r.prompt_len + r.output_len for r in requests), default=1)
-    cfg = config.resolved(longest)
-    kv_bytes = getattr(cost, "kv_bytes_per_token", None)
-    if kv_bytes:
-        cfg = replace(cfg, kv_bytes_per_token=kv_bytes)
-    derive = getattr(cost, "num_gpu_blocks", None)
-    if cfg.num_gpu_blocks is None and callable(derive):
-        cfg = replace(cfg, num_gpu_blocks=derive(cfg.block_size, cfg.gpu_memory_utilization,
-                                                 cfg.max_num_batched_tokens, cfg.max_num_seqs))
-    if longest <= cfg.max_model_len and (
-            cfg.usable_blocks is None or blocks_for(longest - 1, cfg.block_size) <= cfg.usable_blocks):
-        return cfg  # the longest request fits, so every one does
-    for r in requests:
-        if r.prompt_len + r.output_len > cfg.max_model_len:
-            raise ConfigError(
-                f"request {r.request_id}: prompt {r.prompt_len} + output {r.output_len} tokens exceeds "
-                f"max_model_len {cfg.max_model_len}"
-            )
-        if cfg.usable_blocks is not None:
-            # the last output token is never fed back, so the cache holds at most prompt + output - 1 tokens
-            need = blocks_for(r.prompt_len + r.output_len - 1, cfg.block_size)
-            if need > cfg.usable_blocks:
-                raise ConfigError(
-                    f"request {r.request_id} needs {need} KV blocks of {cfg.block_size} tokens but the whole pool "
-                    f"has {cfg.usable_blocks} usable (num_gpu_blocks {cfg.num_gpu_blocks} minus vLLM's null block)"
-                )
-    return cfg
 
 
 def simulate(
@@ -81,10 +41,10 @@ def simulate(
     `record`: "full" keeps every step record with the reason each waiting request got nothing; "steps" keeps the
     records without reasons; "summary" keeps only compact per-step arrays (`SimResult.step_log`).
     `fast`: advance the decoding requests in aggregate and plan steady stretches of steps at once
-    (`servesim.fastpath`); the result is the same as step by step (`fast=False`).
+    (`servesim.engine.fastpath`); the result is the same as step by step (`fast=False`).
     `progress(now, finished, total, waiting)` is called every few thousand iterations (for a progress bar).
     `sink`: each step record (at record "full" or "steps") goes to it instead of into the result, so a large run
-    can stream its records to disk (`servesim.parquet.ParquetRecords`) without holding them.
+    can stream its records to disk (`servesim.export.parquet.ParquetRecords`) without holding them.
     """
     if record not in RECORD_LEVELS:
         raise ConfigError(f"unknown record level {record!r}; valid: {', '.join(RECORD_LEVELS)}")

@@ -12,12 +12,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from servesim.benchmark import DEFAULT_PERCENTILES, Summary
-from servesim.metrics import slot_utilization
-from servesim.records import Reason, StepRecord
-from servesim.result import SimResult
-from servesim.steplog import StepArrays as StepLogArrays
-from servesim.steplog import StepLog
+from servesim.analysis.benchmark import DEFAULT_PERCENTILES, Summary
+from servesim.analysis.metrics import slot_utilization
+from servesim.engine.records import Reason, StepRecord
+from servesim.engine.result import SimResult
+from servesim.engine.steplog import StepArrays as StepLogArrays
+from servesim.engine.steplog import StepLog
 
 
 class Bound(str, enum.Enum):

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from servesim.config import EngineConfig
-from servesim.records import Preemption, RequestTimeline, StepRecord
-from servesim.steplog import StepArrays
-from servesim.timelines import Timelines
+from servesim.engine.config import EngineConfig
+from servesim.engine.records import Preemption, RequestTimeline, StepRecord
+from servesim.engine.steplog import StepArrays
+from servesim.engine.timelines import Timelines
 
 
 @dataclass(frozen=True, slots=True)

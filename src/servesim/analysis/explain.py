@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections import Counter
 
-from servesim.metrics import longest_prompt, prefill_chunks, worst_gap
-from servesim.records import Kind, Reason
-from servesim.result import SimResult
+from servesim.analysis.metrics import longest_prompt, prefill_chunks, worst_gap
+from servesim.engine.records import Kind, Reason
+from servesim.engine.result import SimResult
 
 
 def ms(seconds: float) -> str:
@@ -130,7 +130,7 @@ def step_cause(result: SimResult, step: int, victim: str | None = None) -> str:
 
 
 def bound_sentence(result: SimResult) -> str:
-    from servesim.breakdown import bound_by, reasons_recorded
+    from servesim.analysis.breakdown import bound_by, reasons_recorded
 
     if not reasons_recorded(result):
         return (f"What bound each of the {len(result.step_log or result.steps)} steps is not known: the run kept no "
@@ -165,7 +165,7 @@ def _held_text(result: SimResult, rid: str, first: int, last: int) -> tuple[floa
 
 
 def _wait_text(result: SimResult, rid: str) -> str:
-    from servesim.breakdown import reasons_recorded
+    from servesim.analysis.breakdown import reasons_recorded
 
     r = result.request(rid)
     if r.first_scheduled_time is None:
@@ -205,7 +205,7 @@ def _preemption_text(result: SimResult, p, chunks: list[tuple[int, int]], prompt
     done = result.steps[back - 1].finished
     if done:
         text += f", once {_join(list(done))} finished in step {back - 1}"
-    from servesim.breakdown import reasons_recorded
+    from servesim.analysis.breakdown import reasons_recorded
 
     if reasons_recorded(result):
         _, parts = _held_text(result, rid, p.step, back)
@@ -222,7 +222,7 @@ def _preemption_text(result: SimResult, p, chunks: list[tuple[int, int]], prompt
 
 def explain_request(result: SimResult, request_id: str, gaps: int = 3) -> list[str]:
     """Sentences on one request: its wait and why, its prefill chunks, its preemptions, its largest token gaps."""
-    from servesim.metrics import token_gaps
+    from servesim.analysis.metrics import token_gaps
 
     _need_records(result, "explain_request")
     r = result.request(request_id)
@@ -261,7 +261,7 @@ def explain_request(result: SimResult, request_id: str, gaps: int = 3) -> list[s
 
 def _token_gap(result: SimResult, gap):
     """The `metrics.TokenGap` behind a `metrics.Gap` (the one ending in the gap's step)."""
-    from servesim.metrics import token_gaps
+    from servesim.analysis.metrics import token_gaps
 
     found = token_gaps(result, gap.request_id)
     return next((g for g in found if g.last_step == gap.step), found[0])
@@ -270,10 +270,10 @@ def _token_gap(result: SimResult, gap):
 def explain_run(result: SimResult, unchunked: SimResult | None = None) -> list[str]:
     """Sentences on a run: what bound the schedule, where tail latency came from, preemptions and their cost,
     overload; with `unchunked` (the same workload with chunked prefill off), what chunking changed."""
-    from servesim.benchmark import benchmark_metrics
-    from servesim.breakdown import request_breakdown
-    from servesim.metrics import token_gaps
-    from servesim.overload import detect_overload
+    from servesim.analysis.benchmark import benchmark_metrics
+    from servesim.analysis.breakdown import request_breakdown
+    from servesim.analysis.metrics import token_gaps
+    from servesim.analysis.overload import detect_overload
 
     _need_records(result, "explain_run")
     out = [bound_sentence(result)]

@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from servesim.analysis.weighted import moments, values_at_ranks
+from servesim.engine.result import SimResult
 from servesim.errors import ConfigError
-from servesim.result import SimResult
-from servesim.weighted import moments, values_at_ranks
 
 DEFAULT_PERCENTILES: tuple[float, ...] = (50.0, 90.0, 99.0)
 METRICS = ("ttft", "tpot", "itl", "e2el")  # vLLM's --percentile-metrics names

@@ -11,8 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from servesim.engine.records import StepRecord
 from servesim.errors import ConfigError
-from servesim.records import StepRecord
 
 STEP_FIELDS = ("step", "start_time", "duration", "total_scheduled_tokens", "prefill_tokens", "num_decodes",
                "num_running_after", "num_waiting_after", "free_blocks_after_schedule", "free_blocks_after_step",

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from servesim.records import Kind
-from servesim.result import SimResult
+from servesim.engine.records import Kind
+from servesim.engine.result import SimResult
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,7 +28,7 @@ from itertools import accumulate, cycle, islice
 from operator import sub
 
 from servesim.cost import CostModel, StepShape
-from servesim.request import RequestState
+from servesim.engine.request import RequestState
 
 
 class DecodeCohort:

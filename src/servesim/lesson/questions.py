@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from servesim.lesson import (
+from servesim.lesson.functions import (
     chunk_size,
     chunked_iteration_time,
     continuous_slots,
@@ -24,9 +24,9 @@ def _plan_text(chunks: list[int]) -> str:
 
 
 def lesson_answers() -> list[tuple[str, str]]:
-    from servesim.config import EngineConfig
+    from servesim.analysis.metrics import prefill_chunks
     from servesim.engine import simulate
-    from servesim.metrics import prefill_chunks
+    from servesim.engine.config import EngineConfig
     from servesim.workloads import load_workload
 
     chunk = chunk_size(BUDGET, DECODES)

@@ -6,18 +6,24 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import fields, replace
 
-from servesim.benchmark import benchmark_metrics
-from servesim.breakdown import bound_by
-from servesim.config import EngineConfig
+from servesim.analysis.benchmark import benchmark_metrics
+from servesim.analysis.breakdown import bound_by
+from servesim.analysis.explain import _token_gap, gap_cause, ms
+from servesim.analysis.metrics import (
+    longest_prompt,
+    prefill_chunks,
+    prompt_tokens_processed,
+    slot_utilization,
+    worst_gap,
+)
+from servesim.analysis.overload import detect_overload
 from servesim.cost import CostModel
 from servesim.engine import simulate
+from servesim.engine.config import EngineConfig
+from servesim.engine.request import Request
+from servesim.engine.result import SimResult
 from servesim.errors import ConfigError
-from servesim.explain import _token_gap, gap_cause, ms
-from servesim.metrics import longest_prompt, prefill_chunks, prompt_tokens_processed, slot_utilization, worst_gap
-from servesim.overload import detect_overload
 from servesim.policies import policy_class
-from servesim.request import Request
-from servesim.result import SimResult
 
 
 def run_policies(requests: Sequence[Request], policies: Sequence[str], config: EngineConfig,
@@ -101,7 +107,7 @@ def compare_rows(results: dict[str, SimResult]) -> list[tuple[str, list[str]]]:
 
 
 def _most_bound(r: SimResult) -> str:
-    from servesim.breakdown import reasons_recorded
+    from servesim.analysis.breakdown import reasons_recorded
 
     if not reasons_recorded(r):
         return "not recorded (record='full')"
@@ -113,7 +119,7 @@ def _most_bound(r: SimResult) -> str:
 
 
 def _cause(a: SimResult, b: SimResult, label_b: str, lp: str) -> str:
-    from servesim.explain import prefill_phases
+    from servesim.analysis.explain import prefill_phases
 
     # the first prefill only: recomputation after a preemption is not chunking
     ca, cb = ([c for _, c in prefill_phases(r, lp)[0]] for r in (a, b))

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from servesim.breakdown import step_log
-from servesim.result import SimResult
+from servesim.analysis.breakdown import step_log
+from servesim.engine.result import SimResult
 
 RATE_MARGIN = 1.10
 GROWTH_FRACTION = 0.10
@@ -60,7 +60,7 @@ def detect_overload(result: SimResult, warmup: float = 0.0, cooldown: float = 0.
     t = result.timelines
     arrival, finish = t.arrival_time, t.finish_time[t.finished]
     if warmup or cooldown:
-        from servesim.benchmark import window
+        from servesim.analysis.benchmark import window
 
         arrival = arrival[window(result, warmup, cooldown)]
     arrival = np.sort(arrival)

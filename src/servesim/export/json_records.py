@@ -10,8 +10,8 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from servesim.records import RequestTimeline, StepRecord
-from servesim.result import SimResult
+from servesim.engine.records import RequestTimeline, StepRecord
+from servesim.engine.result import SimResult
 
 
 def _plain(value: Any) -> Any:
