@@ -1,6 +1,7 @@
 """The engine: requests in, one iteration at a time, frozen step records and request timelines out.
 
-- `loop`: the iteration loop (`simulate`); `fastpath`: the decode cohort and stretches behind it;
+- `loop`: the iteration loop (`simulate`); `fastpath`: what the loop calls of the fast path, the decode cohort
+  (`cohort`) and its stretches of steps planned at once (`stretch`);
 - `request`, `config`, `kv`: what arrives, the knobs (vLLM's names), the paged KV block manager;
 - `records`, `steplog`, `timelines`, `result`: what a run leaves for the readers in `servesim.analysis`.
 

@@ -1,203 +1,234 @@
-"""The decode cohort: running requests that decode one token per step, advanced in aggregate.
+"""The fast path, behind the small interface the iteration loop calls: plan a stretch, apply a stretch, and the
+decode cohort's part of an ordinary step.
 
 Most steps of a serving engine are mostly decodes: every running request that has sampled its last known token
-gets one more token, in running order, ahead of anything else. The engine keeps the longest prefix of the running
-list made of such decoders as a cohort and does not touch them step by step:
+gets one more token, in running order, ahead of anything else. `FastPath` keeps the longest prefix of the running
+list made of such decoders as a cohort (`servesim.engine.cohort`) and does not touch them step by step:
 
-- a member's fields (`num_computed_tokens`, `num_output_tokens`, `num_blocks`, `token_runs`) are brought up to date
-  only when it leaves the cohort (it finishes, or a step needs `schedule()` to see everyone);
-- what a step needs from the cohort comes from a few aggregates: its size, the sum of its contexts (all the cost
-  models' decode terms need), the KV blocks it allocates in a step (members counted by where they stand in their
-  last block), and the step that samples the next member's last token (a heap);
 - `schedule(num_decoding_ahead=n)` is told the first n running requests are already scheduled for one token each
   and starts its scan after them, so admissions, chunks and reasons still come from the policy's own code;
-- with nobody waiting and everyone in the cohort, nothing can change until an arrival, a member's last token or
-  the KV pool running dry, so the whole stretch of steps is planned at once (`plan_stretch`), its durations from
-  the cost model in closed form (`decode_stretch`).
+- with nobody waiting (or the queue blocked) and everyone in the cohort, nothing can change until an arrival, a
+  member's last token or the KV pool running dry, so the whole stretch of steps is planned at once
+  (`servesim.engine.stretch`) and applied with the records a step-by-step run would have written.
 
-Exactness is tested against the step-by-step engine (tests/test_fastpath.py, Hypothesis over every policy and
-both preemption modes): the same token times (to float tolerance) and, with records kept in full, the same records.
+`StepByStep` has the same interface and does nothing: the loop then runs every step through `schedule()`.
+Exactness is tested against it (tests/test_fastpath.py, Hypothesis over every policy and both preemption modes):
+the same token times (to float tolerance) and, with records kept in full, the same records.
 """
 
 from __future__ import annotations
 
-from bisect import bisect_left
-from dataclasses import dataclass
-from heapq import heappop, heappush
-from itertools import accumulate, cycle, islice
-from operator import sub
+from typing import TYPE_CHECKING
 
 from servesim.cost import CostModel, StepShape
+from servesim.engine.cohort import DecodeCohort
+from servesim.engine.records import Kind, ScheduledEntry, StepRecord
 from servesim.engine.request import RequestState
+from servesim.engine.stretch import Stretch, plan_stretch, step_duration
+
+if TYPE_CHECKING:
+    from servesim.engine.loop import Engine
+    from servesim.policies import SchedulerOutput
 
 
-class DecodeCohort:
-    """The first `n` requests of the running list, each decoding one token per step since `decoding_since`."""
+class StepByStep:
+    """No fast path: every step goes through `schedule()` with nobody scheduled ahead."""
 
-    __slots__ = ("block_size", "grows", "n", "base", "phase", "heap", "step_seconds")
+    __slots__ = ()
 
-    def __init__(self, block_size: int, grows: bool = True) -> None:
-        self.block_size = block_size
-        self.grows = grows  # members allocate KV as they grow (False: the policy reserved each one's lifetime)
-        self.n = 0
-        self.base = 0  # sum of (num_computed_tokens - decoding_since) over members: contexts at step S sum to
-        #                base + n * S
-        self.phase = [0] * block_size  # members by (num_computed_tokens - decoding_since) mod block_size
-        self.heap: list[tuple[int, int, int, RequestState]] = []  # (step of the last token, index, since, state)
-        self.step_seconds = 0.0  # the last stretch's last step duration: a guess at how many steps fit before
-        #                          the next arrival
+    def stretch(self, engine: Engine) -> bool:
+        return False
 
-    def can_join(self, s: RequestState) -> bool:
-        """A running request whose next step is a one-token decode, holding exactly the blocks of its tokens."""
-        return (s.sampled_since_admission and s.num_tokens_needed == 1
-                and (not self.grows or s.num_blocks == -(-s.num_computed_tokens // self.block_size)))
+    def decodes_ahead(self, engine: Engine) -> int:
+        return 0
 
-    def join(self, s: RequestState, step: int) -> None:
-        """`s` decodes from `step` on; its fields stay as they are until it leaves."""
-        s.decoding_since = step
-        c = s.num_computed_tokens - step
-        self.base += c
-        self.phase[c % self.block_size] += 1
-        self.n += 1
-        heappush(self.heap, (step + s.request.output_len - s.num_output_tokens - 1, s.index, step, s))
+    def stretch_blocked(self, engine: Engine, out: SchedulerOutput) -> bool:
+        return False
 
-    def leave(self, s: RequestState, step: int) -> None:
-        """Bring `s` up to date with every step before `step` and take it out of the cohort."""
-        since = s.decoding_since
-        c = s.num_computed_tokens - since
-        self.base -= c
-        self.phase[c % self.block_size] -= 1
-        self.n -= 1
-        d = step - since
-        if d:
-            s.num_computed_tokens += d
-            s.num_output_tokens += d
-            s.sampled(since, d)
-            if self.grows:
-                s.num_blocks = -(-s.num_computed_tokens // self.block_size)
-        s.decoding_since = -1
+    def step_time(self, cost: CostModel, step: int, rest: StepShape) -> float:
+        return cost.step_time(rest)
 
-    def leave_all(self, running: list[RequestState], step: int) -> None:
-        for s in running[:self.n]:
-            self.leave(s, step)
-        self.heap.clear()
+    def entries(self, running: list[RequestState], step: int) -> list[ScheduledEntry]:
+        return []
+
+    def finishing(self, engine: Engine, end: float) -> list[str]:
+        return []
 
     def absorb(self, running: list[RequestState], step: int) -> None:
-        """Members join in running order while the request after the cohort is a plain decoder."""
-        while self.n < len(running) and self.can_join(running[self.n]):
-            self.join(running[self.n], step)
+        pass
 
-    def contexts(self, running: list[RequestState], step: int) -> list[int]:
-        """Each member's num_computed_tokens before `step` (for records and cost models without sums)."""
-        return [s.num_computed_tokens + step - s.decoding_since for s in running[:self.n]]
-
-    def context_sum(self, step: int) -> int:
-        return self.base + self.n * step
-
-    def growth(self, step: int) -> int:
-        """New blocks the members allocate in `step`: those whose context fills its last block exactly."""
-        return self.phase[-step % self.block_size] if self.grows else 0
-
-    def pool_after(self, step: int, free_blocks: int, k: int) -> list[int]:
-        """Free blocks after each of the k steps from `step` (they may go negative: the caller stops before)."""
-        bs = self.block_size
-        back = self.phase[::-1]  # step + j takes members of phase (-step - j) mod bs: the phases backwards
-        s0 = bs - 1 - (-step % bs)
-        return list(islice(accumulate(cycle(back[s0:] + back[:s0]), sub, initial=free_blocks), 1, k + 1))
-
-    def next_last_token(self) -> int:
-        """The step that samples some member's last token (the cohort is not empty)."""
-        heap = self.heap
-        while heap[0][3].decoding_since != heap[0][2]:  # left since it was pushed
-            heappop(heap)
-        return heap[0][0]
-
-    def finishing(self, step: int) -> list[RequestState]:
-        """Members that sample their last token in `step`; they leave the cohort up to date."""
-        heap, done = self.heap, []
-        while heap and heap[0][0] <= step:
-            _, _, since, s = heappop(heap)
-            if s.decoding_since == since:
-                self.leave(s, step + 1)
-                done.append(s)
-        return done
+    def close(self) -> None:
+        pass
 
 
-@dataclass(slots=True)
-class Stretch:
-    k: int  # steps
-    durations: list[float]  # seconds, one per step
-    times: list[float]  # k + 1 clock values: each step's start, then the last step's end
-    free_after: list[int] | None  # the KV pool after each step's allocation (None: unlimited KV)
+class FastPath:
+    """The decode cohort and the stretches it runs alone (see the module's docstring)."""
 
-    @property
-    def end(self) -> float:
-        return self.times[-1]
+    __slots__ = ("cohort", "aggregate", "priority", "n", "growth", "contexts")
+
+    def __init__(self, cost: CostModel, block_size: int, grows: bool, priority: bool) -> None:
+        self.cohort = DecodeCohort(block_size, grows=grows)
+        # the cost model prices n decodes from their context sum (else each step gets the members' contexts)
+        self.aggregate = hasattr(cost, "step_time_with_decodes") and hasattr(cost, "decode_stretch")
+        self.priority = priority  # a priority victim could be a member: schedule() must then see everyone
+        self.n = self.growth = 0  # this step's cohort: its size, the blocks it allocates
+        self.contexts: list[int] | None = None  # its members' contexts (cost models without aggregates)
+
+    # -- before schedule() --------------------------------------------------------------------------------------
+    def stretch(self, engine: Engine) -> bool:
+        """Take the cohort into this step. When it alone runs and nobody waits, apply the stretch of steps up to
+        the next event and return True. Everyone is brought up to date first when schedule() must see them all
+        (the cohort's blocks do not fit, so schedule() picks victims among everyone; or a priority victim could be
+        a member)."""
+        cohort, running, kv = self.cohort, engine.running, engine.kv
+        n = cohort.n
+        self.n = self.growth = 0
+        self.contexts = None
+        if not n:
+            return False
+        growth = cohort.growth(engine.step)
+        if (kv.free_blocks is not None and growth > kv.free_blocks) or (self.priority and n < len(running)):
+            cohort.leave_all(running, engine.step)
+            return False
+        self.n, self.growth = n, growth
+        if not self.aggregate:
+            self.contexts = cohort.contexts(running, engine.step)
+        if n == len(running) and not len(engine.sched.waiting) and not engine.sched.swapped:
+            self._apply(engine, self._plan(engine), after_schedule=False)
+            return True
+        return False
+
+    def decodes_ahead(self, engine: Engine) -> int:
+        """The cohort's decodes are this step's first n, their blocks taken from the pool before schedule()."""
+        if engine.kv.free_blocks is not None:
+            engine.kv.free_blocks -= self.growth
+        return self.n
+
+    # -- after schedule() -------------------------------------------------------------------------------------
+    def stretch_blocked(self, engine: Engine, out: SchedulerOutput) -> bool:
+        """schedule() added nothing to the cohort's decodes: the queue is blocked (seats, budget or blocks) and
+        stays so until a member finishes or a request arrives, so the steps up to then are a stretch as well.
+        Full records go step by step instead, for every waiting request's reason."""
+        n, kv = self.n, engine.kv
+        if (not n or n != len(engine.running) or out.scheduled or out.preempted or out.swap_in_blocks
+                or engine.record == "full"):
+            return False
+        if kv.free_blocks is not None:
+            kv.free_blocks += self.growth
+        plan = self._plan(engine)
+        if plan is None or plan.k == 1:
+            if kv.free_blocks is not None:
+                kv.free_blocks -= self.growth
+            return False
+        self._apply(engine, plan, after_schedule=True)
+        return True
+
+    # -- the cohort's part of an ordinary step ----------------------------------------------------------------
+    def step_time(self, cost: CostModel, step: int, rest: StepShape) -> float:
+        """The step's duration: the cohort's n decodes first, then `rest` (what schedule() chose)."""
+        cohort = self.cohort
+        return step_duration(cost, self.n, cohort.base + self.n * step, rest, self.contexts)
+
+    def entries(self, running: list[RequestState], step: int) -> list[ScheduledEntry]:
+        """The step record's entries of the cohort's decodes."""
+        if not self.n:
+            return []
+        cohort = self.cohort
+        return cohort_entries(running[:self.n], self.contexts or cohort.contexts(running, step), cohort.block_size,
+                              cohort.grows)
+
+    def finishing(self, engine: Engine, end: float) -> list[str]:
+        """Members that sample their last token this step finish; their ids in running order."""
+        cohort, step = self.cohort, engine.step
+        if not self.n or cohort.heap[0][0] > step:
+            return []
+        done = cohort.finishing(step)
+        ids = []
+        if done and engine.keep_records:  # in running order, as a step-by-step run lists them
+            leaving = {s.request_id for s in done}
+            ids = [s.request_id for s in engine.running[:self.n] if s.request_id in leaving]
+        for s in done:
+            s.finish_time = end
+            engine.sched.finish(s)
+        engine.n_done += len(done)
+        return ids
+
+    def absorb(self, running: list[RequestState], step: int) -> None:
+        """After the step: running requests that now decode one token a step join, in running order."""
+        self.cohort.absorb(running, step)
+
+    def close(self) -> None:
+        self.cohort.heap.clear()  # the states it references go with the timelines
+
+    # -- stretches ------------------------------------------------------------------------------------------------
+    def _plan(self, engine: Engine) -> Stretch | None:
+        return plan_stretch(self.cohort, engine.kv.free_blocks, engine.cost, engine.step, engine.now,
+                            engine.next_arrival, self.contexts)
+
+    def _apply(self, engine: Engine, plan: Stretch | None, after_schedule: bool) -> None:
+        """Apply stretches one after the other while the cohort alone runs, nobody waits or has arrived, and its
+        next step's blocks fit (only one after a schedule(): the queue may move once a member finishes)."""
+        cohort, running, kv = self.cohort, engine.running, engine.kv
+        while plan is not None:
+            engine.n_done += self._advance(engine, plan)
+            engine.step += plan.k
+            engine.now = plan.end
+            engine.arrivals = []
+            n, nxt = cohort.n, engine.next_arrival
+            if (after_schedule or not n or n != len(running) or (nxt is not None and nxt <= engine.now)
+                    or (kv.free_blocks is not None and cohort.growth(engine.step) > kv.free_blocks)):
+                return
+            self.contexts = None if self.aggregate else cohort.contexts(running, engine.step)
+            plan = self._plan(engine)
+
+    def _advance(self, engine: Engine, plan: Stretch) -> int:
+        """The cohort alone decodes for the stretch's k steps; returns how many finished in its last step."""
+        cohort, sched, kv = self.cohort, engine.sched, engine.kv
+        k, n, first = plan.k, cohort.n, engine.step
+        num_waiting = engine.num_waiting()
+        free_after = plan.free_after
+        if free_after is None:
+            free_after = [-1] * k
+        else:
+            kv.free_blocks = free_after[-1]  # nobody frees blocks before the last step's finishes
+        last = first + k - 1
+        if engine.keep_records:
+            members = sched.running[:n]
+            contexts = self.contexts or cohort.contexts(sched.running, first)
+            _stretch_records(engine, plan, members, contexts, cohort, free_after, num_waiting)
+        done = cohort.finishing(last) if cohort.heap[0][0] <= last else ()
+        for s in done:
+            s.finish_time = plan.end
+            sched.finish(s)
+        engine.log.extend(plan.times, plan.durations, n, free_after, n - len(done), num_waiting)
+        return len(done)
 
 
-def decode_durations(cost: CostModel, n: int, context_sum: int, k: int,
-                     contexts: list[int] | None = None) -> list[float]:
-    """Durations of k steps of n one-token decodes whose contexts (summing to `context_sum`) grow by one a step;
-    cost models without `decode_stretch` get each step's shape from the members' `contexts`."""
-    fast = getattr(cost, "decode_stretch", None)
-    if fast is not None:
-        return list(fast(n, context_sum, k))
-    ones, dec = (1,) * n, (True,) * n
-    return [cost.step_time(StepShape(ones, tuple(c + j for c in contexts), dec, n)) for j in range(k)]
+def cohort_entries(members: list[RequestState], contexts: list[int], block_size: int,
+                   grows: bool) -> list[ScheduledEntry]:
+    """The records' entries of the cohort's one-token decodes in a step (members before it, `contexts` each)."""
+    return [ScheduledEntry(s.request_id, 1, Kind.DECODE, c, c + 1, False, True,
+                           -(-(c + 1) // block_size) if grows else s.num_blocks)
+            for s, c in zip(members, contexts)]
 
 
-def step_duration(cost: CostModel, n: int, context_sum: int, rest: StepShape,
-                  contexts: list[int] | None = None) -> float:
-    """A step of n cohort decodes (scheduled first) followed by `rest`."""
-    if not n:
-        return cost.step_time(rest)
-    fast = getattr(cost, "step_time_with_decodes", None)
-    if fast is not None:
-        return fast(n, context_sum, rest)
-    return cost.step_time(StepShape((1,) * n + rest.num_new_tokens, tuple(contexts) + rest.num_context_tokens,
-                                    (True,) * n + rest.is_decode, n + rest.num_sampled))
-
-
-def plan_stretch(cohort: DecodeCohort, free_blocks: int | None, cost: CostModel, step: int, now: float,
-                 next_arrival: float | None, contexts: list[int] | None = None) -> Stretch | None:
-    """The steps from `step` in which the cohort alone runs, one token each, until a member's last token, the
-    step before the KV pool would run dry, or the step that starts at or after the next arrival (which must
-    schedule with the new request in the queue). None when the first step's blocks do not fit."""
-    n = cohort.n
-    k = cohort.next_last_token() - step + 1
-    grows = free_blocks is not None and cohort.grows
-    frees = None
-    if grows and free_blocks < n * -(-k // cohort.block_size):  # the pool could run dry (n blocks per bs steps)
-        frees = cohort.pool_after(step, free_blocks, k)
-        if frees[-1] < 0:  # some step would preempt: the stretch ends before it
-            k = next(j for j, f in enumerate(frees) if f < 0)
-            if k == 0:
-                return None
-    ctx = cohort.context_sum(step)
-    size = k
-    if next_arrival is not None and cohort.step_seconds > 0:  # about the steps until the next arrival
-        size = min(k, int((next_arrival - now) / cohort.step_seconds) + 2)
-    durations: list[float] = []
-    times: list[float] = [now]
-    while True:
-        j0 = len(durations)
-        block = decode_durations(cost, n, ctx + n * j0, size, None if contexts is None else [c + j0 for c in contexts])
-        durations += block
-        times += accumulate(block, initial=times.pop())  # left to right, as the step-by-step clock adds them
-        if next_arrival is not None and times[-1] >= next_arrival:
-            # a step that starts at or after the arrival must schedule with the new request in the queue
-            k = max(1, bisect_left(times, next_arrival, 0, len(durations)))
-            break
-        if len(durations) == k:
-            break
-        size = k - len(durations)  # the guess fell short: durations up to about the next arrival again
-        if next_arrival is not None and durations[-1] > 0:
-            size = min(size, int((next_arrival - times[-1]) / durations[-1]) + 2)
-    if k < len(durations):
-        del times[k + 1:], durations[k:]
-    cohort.step_seconds = durations[-1]
-    if grows:
-        frees = frees[:k] if frees is not None else cohort.pool_after(step, free_blocks, k)
-    else:
-        frees = None if free_blocks is None else [free_blocks] * k
-    return Stretch(k, durations, times, frees)
+def _stretch_records(engine: Engine, plan: Stretch, members: list[RequestState], contexts: list[int],
+                     cohort: DecodeCohort, free_after: list[int], num_waiting: int) -> None:
+    """The step records a step-by-step run would have written for the stretch."""
+    k, n, bs, first = plan.k, len(members), cohort.block_size, engine.step
+    unlimited = engine.kv.free_blocks is None
+    ids = [s.request_id for s in members]
+    last = [s.request.output_len - s.num_output_tokens - (first - s.decoding_since) == k for s in members]
+    arrivals, budget, emit = tuple(engine.arrivals), engine.config.max_num_batched_tokens, engine.emit
+    for j in range(k):
+        entries = tuple(cohort_entries(members, [c + j for c in contexts], bs, cohort.grows))
+        fin = tuple(ids[i] for i in range(n) if last[i]) if j == k - 1 else ()
+        freed = sum(e.num_blocks for e, done in zip(entries, last) if done) if fin else 0
+        free = None if unlimited else free_after[j]
+        emit(StepRecord(
+            step=first + j, start_time=plan.times[j], duration=plan.durations[j],
+            arrivals=arrivals if j == 0 else (), scheduled=entries, preempted=(), finished=fin, waiting=(),
+            num_running_after=n - len(fin), num_waiting_after=num_waiting,
+            free_blocks_after_schedule=free, free_blocks_after_step=None if free is None else free + freed,
+            token_budget=budget,
+        ))

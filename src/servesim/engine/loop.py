@@ -12,15 +12,15 @@ from collections.abc import Callable, Sequence
 
 from servesim.cost import CostModel, StepShape, get_cost_model
 from servesim.engine.config import EngineConfig
-from servesim.engine.fastpath import DecodeCohort, Stretch, plan_stretch, step_duration
+from servesim.engine.fastpath import FastPath, StepByStep
 from servesim.engine.records import Kind, ScheduledEntry, StepRecord, TokenClock
 from servesim.engine.request import Request, RequestState, RequestStatus
 from servesim.engine.resolve import resolve_config
 from servesim.engine.result import SimResult
 from servesim.engine.steplog import StepLog
-from servesim.engine.timelines import FLOAT_COLUMNS, INT_COLUMNS, Timelines
+from servesim.engine.timelines import timelines_from_states
 from servesim.errors import ConfigError
-from servesim.policies import make_scheduler
+from servesim.policies import Scheduler, SchedulerOutput, make_scheduler
 
 RECORD_LEVELS = ("full", "steps", "summary")
 
@@ -50,141 +50,132 @@ def simulate(
         raise ConfigError(f"unknown record level {record!r}; valid: {', '.join(RECORD_LEVELS)}")
     cost_model = get_cost_model(cost) if isinstance(cost, str) else cost
     cfg = resolve_config(config or EngineConfig(), policy, requests, cost_model)
-    sched = make_scheduler(policy, cfg, explain=record == "full")
-    order = sorted(range(len(requests)), key=lambda i: (requests[i].arrival_time, i))
-    states = [RequestState(requests[i], i) for i in order]
-    swap_seconds_per_block = cfg.block_size * cfg.kv_bytes_per_token / cfg.pcie_bandwidth
-    fast = fast and not cfg.async_scheduling and not check_invariants
+    engine = Engine(requests, cfg, policy, cost_model, record, sink,
+                    fast=fast and not cfg.async_scheduling and not check_invariants, check_invariants=check_invariants)
+    engine.run(progress)
+    return engine.result()
 
-    steps: list[StepRecord] = []
-    emit = steps.append if sink is None else sink
-    log = StepLog()
-    preemptions = []
-    kv, running = sched.kv, sched.running
-    # the running requests' decoding prefix, advanced in aggregate (fast path only)
-    cohort = DecodeCohort(cfg.block_size, grows=not sched.reserves_lifetime_kv)
-    aggregate = hasattr(cost_model, "step_time_with_decodes") and hasattr(cost_model, "decode_stretch")
-    now, step, nxt, n_done = 0.0, 0, 0, 0
-    arrivals: list[str] = []
-    release: list[RequestState] = []  # async scheduling: finished, blocks and seat come back after next step
-    ticks, total, keep_records = 0, len(states), record != "summary"
-    arrival_times = [s.request.arrival_time for s in states] + [None]  # None: no more arrivals
-    while n_done < total or release:  # async: the last seats come back in one more step
-        ticks += 1
-        if progress is not None and not ticks & 4095:
-            progress(now, n_done, total, len(sched.waiting) + len(sched.swapped))
-        while nxt < total and arrival_times[nxt] <= now:
-            sched.add_request(states[nxt])
-            if keep_records:
-                arrivals.append(states[nxt].request_id)
-            nxt += 1
-        next_arrival = arrival_times[nxt]
 
-        n = cohort.n
-        g = cohort.growth(step) if n else 0
-        if n and ((kv.free_blocks is not None and g > kv.free_blocks)
-                  or (cfg.policy == "priority" and n < len(running))):
-            # the cohort's blocks do not fit (schedule() picks victims among everyone), or a priority victim
-            # could be a member: bring everyone up to date and schedule step by step
-            cohort.leave_all(running, step)
-            n = g = 0
-        contexts = None if aggregate or not n else cohort.contexts(running, step)
-        out = None
-        if n and n == len(running) and not len(sched.waiting) and not sched.swapped:
-            plan = plan_stretch(cohort, kv.free_blocks, cost_model, step, now, next_arrival, contexts)
-        else:
-            plan = None
-            if kv.free_blocks is not None:
-                kv.free_blocks -= g
-            sched.step_index = step
-            out = sched.schedule(n)
-            if not n and not out.scheduled and not out.preempted and not release:
-                if next_arrival is None:
-                    raise RuntimeError(f"no request can run at t={now} and none will arrive (a servesim bug)")
-                now = max(now, next_arrival)
+class Engine:
+    """One run's state between iterations: the scheduler and its queues, the clock, the records written so far."""
+
+    __slots__ = ("policy", "config", "cost", "sched", "kv", "running", "record", "keep_records", "steps", "emit",
+                 "log", "fast", "states", "arrival_times", "nxt", "next_arrival", "now", "step", "n_done", "arrivals",
+                 "release", "preemptions", "swap_seconds_per_block", "check_invariants")
+
+    def __init__(self, requests: Sequence[Request], cfg: EngineConfig, policy: str, cost: CostModel, record: str,
+                 sink: Callable[[StepRecord], None] | None, fast: bool, check_invariants: bool) -> None:
+        self.policy, self.config, self.cost, self.record = policy, cfg, cost, record
+        self.sched: Scheduler = make_scheduler(policy, cfg, explain=record == "full")
+        self.kv, self.running = self.sched.kv, self.sched.running
+        self.keep_records = record != "summary"
+        self.steps: list[StepRecord] = []
+        self.emit = self.steps.append if sink is None else sink
+        self.log = StepLog()
+        self.fast = (FastPath(cost, cfg.block_size, not self.sched.reserves_lifetime_kv, cfg.policy == "priority")
+                     if fast else StepByStep())
+        order = sorted(range(len(requests)), key=lambda i: (requests[i].arrival_time, i))
+        self.states = [RequestState(requests[i], i) for i in order]
+        self.arrival_times = [s.request.arrival_time for s in self.states] + [None]  # None: no more arrivals
+        self.nxt = 0  # the next state to arrive
+        self.next_arrival: float | None = None
+        self.now, self.step, self.n_done = 0.0, 0, 0
+        self.arrivals: list[str] = []  # ids arrived since the last step (for its record)
+        self.release: list[RequestState] = []  # async scheduling: finished; blocks and seat come back next step
+        self.preemptions = []
+        self.swap_seconds_per_block = cfg.block_size * cfg.kv_bytes_per_token / cfg.pcie_bandwidth
+        self.check_invariants = check_invariants
+
+    def run(self, progress: Callable[[float, int, int, int], None] | None = None) -> None:
+        """Iterate until every request has finished: the lesson's story in order, one step at a time."""
+        total, ticks, sched, fast = len(self.states), 0, self.sched, self.fast
+        while self.n_done < total or self.release:  # async: the last seats come back one step later
+            ticks += 1
+            if progress is not None and not ticks & 4095:
+                progress(self.now, self.n_done, total, self.num_waiting())
+            self.add_arrivals()
+            if fast.stretch(self):  # the fast path: only decodes run, the steps up to the next event at once
                 continue
-            if (n == len(running) and not out.scheduled and not out.preempted and not out.swap_in_blocks
-                    and record != "full"):
-                # the queue is blocked (seats, budget or blocks) and stays so until a member finishes or a
-                # request arrives: a stretch as above (full records go step by step for the reasons)
-                if kv.free_blocks is not None:
-                    kv.free_blocks += g
-                plan = plan_stretch(cohort, kv.free_blocks, cost_model, step, now, next_arrival, contexts)
-                if plan is None or plan.k == 1:
-                    plan = None
-                    if kv.free_blocks is not None:
-                        kv.free_blocks -= g
-        if plan is not None:
-            while plan is not None:
-                n_done += _advance(plan, sched, cohort, step, tuple(arrivals), record, emit, log, contexts)
-                step += plan.k
-                now = plan.end
-                arrivals = []
-                # the next stretch follows at once while the cohort alone runs, nobody waits or has arrived
-                n = cohort.n
-                if (out is not None or not n or n != len(running)
-                        or (next_arrival is not None and next_arrival <= now)
-                        or (kv.free_blocks is not None and cohort.growth(step) > kv.free_blocks)):
-                    break
-                contexts = None if aggregate else cohort.contexts(running, step)
-                plan = plan_stretch(cohort, kv.free_blocks, cost_model, step, now, next_arrival, contexts)
-            continue
+            decodes_ahead = fast.decodes_ahead(self)  # the fast path's decodes, already scheduled (else 0)
+            sched.step_index = self.step
+            out = sched.schedule(decodes_ahead)
+            if not decodes_ahead and self.idle(out):
+                continue
+            if fast.stretch_blocked(self, out):  # the queue cannot move until a decode finishes or a request arrives
+                continue
+            self.run_step(out, decodes_ahead)
 
+    def add_arrivals(self) -> None:
+        """Every request with `arrival_time <= now` joins the waiting queue."""
+        nxt, times, now = self.nxt, self.arrival_times, self.now
+        while times[nxt] is not None and times[nxt] <= now:
+            self.sched.add_request(self.states[nxt])
+            if self.keep_records:
+                self.arrivals.append(self.states[nxt].request_id)
+            nxt += 1
+        self.nxt, self.next_arrival = nxt, times[nxt]
+
+    def idle(self, out: SchedulerOutput) -> bool:
+        """Nothing can run: the clock jumps to the next arrival, and no step is recorded."""
+        if out.scheduled or out.preempted or self.release:
+            return False
+        if self.next_arrival is None:
+            raise RuntimeError(f"no request can run at t={self.now} and none will arrive (a servesim bug)")
+        self.now = max(self.now, self.next_arrival)
+        return True
+
+    def run_step(self, out: SchedulerOutput, decodes_ahead: int) -> None:
+        """One iteration: the fast path's `decodes_ahead` decodes, then what schedule() chose. Time it, advance
+        and sample, finish, record."""
+        fast, running, kv, now = self.fast, self.running, self.kv, self.now
         free_after_schedule = kv.free_blocks
-        # the step's shape and duration: the cohort's n decodes first, then what schedule() chose
-        sched_items = list(out.scheduled.items())
-        new_tokens, context, decode = [], [], []
-        num_sampled = num_prefill = num_decodes = 0
-        for s, k in sched_items:
-            new_tokens.append(k)
-            context.append(s.num_computed_tokens)
-            decode.append(s.sampled_since_admission)
-            if s.sampled_since_admission:
-                num_decodes += 1
-            else:
-                num_prefill += k
-            if s.num_computed_tokens + k == s.request.prompt_len + s.num_output_tokens:  # reaches num_tokens
-                num_sampled += 1
-        rest = StepShape(tuple(new_tokens), tuple(context), tuple(decode), num_sampled)
-        swap_time = (out.swap_in_blocks + out.swap_out_blocks) * swap_seconds_per_block
-        duration = step_duration(cost_model, n, cohort.base + n * step, rest, contexts) + swap_time
+        items = list(out.scheduled.items())
+        rest, num_prefill, num_decodes = step_shape(items)
+        swap_time = (out.swap_in_blocks + out.swap_out_blocks) * self.swap_seconds_per_block
+        duration = fast.step_time(self.cost, self.step, rest) + swap_time
         end = now + duration
-
         entries = []
-        if record != "summary":
-            if n:
-                entries = _cohort_entries(running[:n], contexts or cohort.contexts(running, step), cfg.block_size,
-                                          cohort.grows)
-            entries += [
-                ScheduledEntry(
-                    s.request_id, k, Kind.DECODE if s.sampled_since_admission else Kind.PREFILL,
-                    s.num_computed_tokens, s.num_tokens, s in out.resumed,
-                    s.num_computed_tokens + k == s.num_tokens, s.num_blocks,
-                )
-                for s, k in sched_items
-            ]
+        if self.keep_records:
+            entries = fast.entries(running, self.step) + scheduled_entries(items, out)
+        observed = self.release_finished() if self.release else []
+        finished = fast.finishing(self, end)
+        finished += self.advance(items, out, end)
+        self.preemptions.extend(out.preemptions)
+        if self.check_invariants:
+            assert_invariants(self.sched, self.states, out, self.config)
+        n, num_waiting = decodes_ahead, self.num_waiting()
+        self.log.add(now, duration, n + len(items), n + sum(rest.num_new_tokens), num_prefill, n + num_decodes,
+                     free_after_schedule, len(running), num_waiting, len(out.preempted))
+        if self.keep_records:
+            self.emit(StepRecord(
+                step=self.step, start_time=now, duration=duration, arrivals=tuple(self.arrivals),
+                scheduled=tuple(entries), preempted=tuple(s.request_id for s in out.preempted),
+                finished=tuple(finished), waiting=tuple(out.waiting),
+                num_running_after=len(running), num_waiting_after=num_waiting,
+                free_blocks_after_schedule=free_after_schedule, free_blocks_after_step=kv.free_blocks,
+                token_budget=self.config.max_num_batched_tokens, swap_in_blocks=out.swap_in_blocks,
+                swap_out_blocks=out.swap_out_blocks, finished_observed=tuple(observed),
+            ))
+        self.arrivals = []
+        self.now = end
+        self.step += 1
+        fast.absorb(running, self.step)
 
-        # run it: advance computed tokens, sample, finish
-        observed = []
-        if release:  # async scheduling: last step's finishes give back their blocks and seats now
-            observed = [s.request_id for s in release]
-            for s in release:
-                sched.finish(s)
-            release = []
-        finished: list[str] = []
-        if n and cohort.heap[0][0] <= step:
-            done = cohort.finishing(step)
-            if done:
-                if record != "summary":  # in running order, as a step-by-step run lists them
-                    ids = {s.request_id for s in done}
-                    finished = [s.request_id for s in running[:n] if s.request_id in ids]
-                for s in done:
-                    s.finish_time = end
-                    sched.finish(s)
-                n_done += len(done)
+    def release_finished(self) -> list[str]:
+        """Async scheduling: last step's finishes give back their blocks and seats now."""
+        observed = [s.request_id for s in self.release]
+        for s in self.release:
+            self.sched.finish(s)
+        self.release = []
+        return observed
+
+    def advance(self, items: list[tuple[RequestState, int]], out: SchedulerOutput, end: float) -> list[str]:
+        """Advance each scheduled request's computed tokens; a chunk that reaches `num_tokens` samples a token at
+        the step's end, and the last one finishes the request. Returns the finished ids."""
+        now, step, finished = self.now, self.step, []
         for s in out.preempted:
             s.preempted_at = now
-        for s, k in sched_items:
+        for s, k in items:
             if s.first_scheduled_time is None:
                 s.first_scheduled_time = now
             if not s.sampled_since_admission:
@@ -200,124 +191,57 @@ def simulate(
                 if s.num_output_tokens == s.request.output_len:
                     s.finish_time = end
                     finished.append(s.request_id)
-                    n_done += 1
-                    if cfg.async_scheduling:
+                    self.n_done += 1
+                    if self.config.async_scheduling:
                         s.status = RequestStatus.FINISHED
-                        release.append(s)
+                        self.release.append(s)
                     else:
-                        sched.finish(s)
-        preemptions.extend(out.preemptions)
-        if check_invariants:
-            _check(sched, states, out, cfg)
-        num_waiting = len(sched.waiting) + len(sched.swapped)
-        log.add(now, duration, n + len(sched_items), n + sum(new_tokens), num_prefill, n + num_decodes,
-                free_after_schedule, len(running), num_waiting, len(out.preempted))
-        if record != "summary":
-            emit(StepRecord(
-                step=step, start_time=now, duration=duration, arrivals=tuple(arrivals),
-                scheduled=tuple(entries), preempted=tuple(s.request_id for s in out.preempted),
-                finished=tuple(finished), waiting=tuple(out.waiting),
-                num_running_after=len(running), num_waiting_after=num_waiting,
-                free_blocks_after_schedule=free_after_schedule, free_blocks_after_step=kv.free_blocks,
-                token_budget=cfg.max_num_batched_tokens, swap_in_blocks=out.swap_in_blocks,
-                swap_out_blocks=out.swap_out_blocks, finished_observed=tuple(observed),
-            ))
-        arrivals = []
-        now = end
-        step += 1
-        if fast:
-            cohort.absorb(running, step)
+                        self.sched.finish(s)
+        return finished
 
-    step_log = log.freeze(cfg.usable_blocks)
-    clock = TokenClock(step_log.end_time)  # the same floats as each step's `end`
-    cohort.heap.clear()
-    timelines = _timelines(states, clock)
-    return SimResult(policy, cost_model.name, cfg, tuple(steps), timelines, tuple(preemptions),
-                     step_log, record)
+    def num_waiting(self) -> int:
+        return len(self.sched.waiting) + len(self.sched.swapped)
+
+    def result(self) -> SimResult:
+        cfg = self.config
+        step_log = self.log.freeze(cfg.usable_blocks)
+        clock = TokenClock(step_log.end_time)  # the same floats as each step's `end`
+        self.fast.close()
+        timelines = timelines_from_states(self.states, clock)
+        return SimResult(self.policy, self.cost.name, cfg, tuple(self.steps), timelines, tuple(self.preemptions),
+                         step_log, self.record)
 
 
-def _timelines(states: list[RequestState], clock: TokenClock) -> Timelines:
-    """The requests' timelines as columns, in workload order; each state goes as its row is read (a million
-    requests never hold both)."""
-    order = sorted(range(len(states)), key=lambda i: states[i].index)
-    nan = float("nan")
-    ids, cols, lengths, runs = [], {name: [] for name in (*FLOAT_COLUMNS, *INT_COLUMNS)}, [], []
-    arrival, first, finish, preempted = (cols[c] for c in FLOAT_COLUMNS)
-    prompt, output, priority, num_preemptions, chunks = (cols[c] for c in INT_COLUMNS)
-    for i in order:
-        s, states[i] = states[i], None
-        r = s.request
-        ids.append(r.request_id)
-        arrival.append(r.arrival_time)
-        first.append(nan if s.first_scheduled_time is None else s.first_scheduled_time)
-        finish.append(nan if s.finish_time is None else s.finish_time)
-        preempted.append(s.time_preempted)
-        prompt.append(r.prompt_len)
-        output.append(r.output_len)
-        priority.append(r.priority)
-        num_preemptions.append(s.num_preemptions)
-        chunks.append(s.num_prefill_chunks)
-        lengths.append(len(s.token_runs))
-        runs += s.token_runs
-    return Timelines.from_lists(ids, cols, lengths, runs, clock)
+def step_shape(items: list[tuple[RequestState, int]]) -> tuple[StepShape, int, int]:
+    """What schedule() chose as the cost model's `StepShape`, with its prefill tokens and decodes."""
+    new_tokens, context, decode = [], [], []
+    num_sampled = num_prefill = num_decodes = 0
+    for s, k in items:
+        new_tokens.append(k)
+        context.append(s.num_computed_tokens)
+        decode.append(s.sampled_since_admission)
+        if s.sampled_since_admission:
+            num_decodes += 1
+        else:
+            num_prefill += k
+        if s.num_computed_tokens + k == s.request.prompt_len + s.num_output_tokens:  # reaches num_tokens
+            num_sampled += 1
+    return StepShape(tuple(new_tokens), tuple(context), tuple(decode), num_sampled), num_prefill, num_decodes
 
 
-def _cohort_entries(members: list[RequestState], contexts: list[int], block_size: int,
-                    grows: bool) -> list[ScheduledEntry]:
-    """The records' entries of the cohort's one-token decodes in a step (members before it, `contexts` each)."""
-    return [ScheduledEntry(s.request_id, 1, Kind.DECODE, c, c + 1, False, True,
-                           -(-(c + 1) // block_size) if grows else s.num_blocks)
-            for s, c in zip(members, contexts)]
+def scheduled_entries(items: list[tuple[RequestState, int]], out: SchedulerOutput) -> list[ScheduledEntry]:
+    """The step record's entries of what schedule() chose, before the step runs."""
+    return [
+        ScheduledEntry(
+            s.request_id, k, Kind.DECODE if s.sampled_since_admission else Kind.PREFILL,
+            s.num_computed_tokens, s.num_tokens, s in out.resumed,
+            s.num_computed_tokens + k == s.num_tokens, s.num_blocks,
+        )
+        for s, k in items
+    ]
 
 
-def _advance(plan: Stretch, sched, cohort: DecodeCohort, first_step: int, arrivals: tuple[str, ...], record: str,
-             emit: Callable[[StepRecord], None], log: StepLog, contexts: list[int] | None) -> int:
-    """Apply a stretch: the cohort alone decodes for k steps; returns how many finished in its last step."""
-    k, n, kv = plan.k, cohort.n, sched.kv
-    num_waiting = len(sched.waiting) + len(sched.swapped)
-    free_after = plan.free_after
-    if free_after is None:
-        free_after = [-1] * k
-    else:
-        kv.free_blocks = free_after[-1]  # nobody frees blocks before the last step's finishes
-    last = first_step + k - 1
-    if record != "summary":
-        members = sched.running[:n]
-        ctx = contexts or cohort.contexts(sched.running, first_step)
-        _stretch_records(plan, sched, members, ctx, cohort, first_step, arrivals, emit, free_after, num_waiting)
-    done = cohort.finishing(last) if cohort.heap[0][0] <= last else ()
-    end = plan.end
-    for s in done:
-        s.finish_time = end
-        sched.finish(s)
-    log.extend(plan.times, plan.durations, n, free_after, n - len(done), num_waiting)
-    return len(done)
-
-
-def _stretch_records(plan: Stretch, sched, members: list[RequestState], contexts: list[int], cohort: DecodeCohort,
-                     first_step: int, arrivals: tuple[str, ...], emit: Callable[[StepRecord], None],
-                     free_after: list[int], num_waiting: int) -> None:
-    """The step records a step-by-step run would have written for the stretch."""
-    k, n, bs = plan.k, len(members), cohort.block_size
-    unlimited = sched.kv.free_blocks is None
-    ids = [s.request_id for s in members]
-    last = [s.request.output_len - s.num_output_tokens - (first_step - s.decoding_since) == k for s in members]
-    waiting = ()
-    for j in range(k):
-        entries = tuple(_cohort_entries(members, [c + j for c in contexts], bs, cohort.grows))
-        fin = tuple(ids[i] for i in range(n) if last[i]) if j == k - 1 else ()
-        freed = sum(e.num_blocks for e, done in zip(entries, last) if done) if fin else 0
-        free = None if unlimited else free_after[j]
-        emit(StepRecord(
-            step=first_step + j, start_time=plan.times[j], duration=plan.durations[j],
-            arrivals=arrivals if j == 0 else (), scheduled=entries, preempted=(), finished=fin, waiting=waiting,
-            num_running_after=n - len(fin), num_waiting_after=num_waiting,
-            free_blocks_after_schedule=free, free_blocks_after_step=None if free is None else free + freed,
-            token_budget=sched.config.max_num_batched_tokens,
-        ))
-
-
-def _check(sched, states: list[RequestState], out, cfg: EngineConfig) -> None:
+def assert_invariants(sched, states: list[RequestState], out, cfg: EngineConfig) -> None:
     """Invariants after every step (used by the property tests): budget, KV books, queue membership."""
     assert sum(out.scheduled.values()) <= cfg.max_num_batched_tokens, "token budget exceeded"
     assert len(sched.running) <= cfg.max_num_seqs, "more running than max_num_seqs"

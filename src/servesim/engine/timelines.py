@@ -109,3 +109,29 @@ class Timelines(Sequence[RequestTimeline]):
 
     def __repr__(self) -> str:
         return f"Timelines({len(self)} requests)"
+
+
+def timelines_from_states(states: list, clock: TokenClock) -> Timelines:
+    """The engine's request states (`RequestState`) as timelines in columns, in workload order; each state goes
+    as its row is read (a million requests never hold both)."""
+    order = sorted(range(len(states)), key=lambda i: states[i].index)
+    nan = float("nan")
+    ids, cols, lengths, runs = [], {name: [] for name in (*FLOAT_COLUMNS, *INT_COLUMNS)}, [], []
+    arrival, first, finish, preempted = (cols[c] for c in FLOAT_COLUMNS)
+    prompt, output, priority, num_preemptions, chunks = (cols[c] for c in INT_COLUMNS)
+    for i in order:
+        s, states[i] = states[i], None
+        r = s.request
+        ids.append(r.request_id)
+        arrival.append(r.arrival_time)
+        first.append(nan if s.first_scheduled_time is None else s.first_scheduled_time)
+        finish.append(nan if s.finish_time is None else s.finish_time)
+        preempted.append(s.time_preempted)
+        prompt.append(r.prompt_len)
+        output.append(r.output_len)
+        priority.append(r.priority)
+        num_preemptions.append(s.num_preemptions)
+        chunks.append(s.num_prefill_chunks)
+        lengths.append(len(s.token_runs))
+        runs += s.token_runs
+    return Timelines.from_lists(ids, cols, lengths, runs, clock)
