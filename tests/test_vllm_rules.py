@@ -165,12 +165,30 @@ def test_thrash_is_recorded_when_a_victim_is_preempted_again():
 @pytest.mark.parametrize("cfg, text", [
     (dict(max_num_batched_tokens=8, enable_chunked_prefill=False, max_model_len=16), "chunked prefill off"),
     (dict(max_num_batched_tokens=8, max_num_seqs=16), "must be >= max_num_seqs"),
-    (dict(max_model_len=10), "exceeds max_model_len 10"),
     (dict(num_gpu_blocks=3, block_size=4), "whole pool"),
 ])
 def test_impossible_configurations_are_rejected_before_simulating(cfg, text):
     with pytest.raises(ConfigError, match=text):
         run(reqs(("a", 0, 12, 2)), **cfg)
+
+
+def test_a_request_longer_than_max_model_len_fails_and_the_rest_run():
+    # vLLM rejects prompt + max_tokens > max_model_len ("This model's maximum context length is 10 tokens"), and
+    # vllm bench serve counts the request as failed. "a" (12 + 2) fails; "b" (4 + 2 = 6) runs: its prompt in step 0,
+    # its second token in step 1, on the unit clock.
+    from servesim.analysis.benchmark import benchmark_metrics
+
+    r = run(reqs(("a", 0, 12, 2), ("b", 0, 4, 2)), max_model_len=10)
+    assert r.rejected == ("a",)
+    assert tokens(r) == [[("b", 4)], [("b", 1)]]
+    assert r.request("a").finish_time is None and r.request("a").token_times == ()
+    m = benchmark_metrics(r)
+    assert (m.completed, m.failed) == (1, 1)
+
+
+def test_duplicate_request_ids_are_refused():
+    with pytest.raises(ConfigError, match="'a': used by requests 0 and 1"):
+        run(reqs(("a", 0, 4, 2), ("a", 1, 4, 2)))
 
 
 def test_default_budget_is_vllms():

@@ -2,23 +2,29 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields, replace
 
 from servesim.errors import ConfigError
 
 PREEMPTION_MODES = ("recompute", "swap")
 QUEUE_POLICIES = ("fcfs", "priority")
-DEFAULT_BUDGET = 2048
+BLOCK_SIZES = (1, 8, 16, 32, 64, 128)  # vLLM 0.33's --block-size choices (CUDA)
+DEFAULT_BUDGET = 2048  # vLLM's default token budget on small GPUs (and with no GPU: the toy and unit costs)
+DEFAULT_MAX_NUM_SEQS = 256
 
 
 @dataclass(frozen=True, slots=True)
 class EngineConfig:
-    # token budget per step; None = 2048 with chunked prefill, else max(max_model_len, 2048), as vLLM
+    # None = vLLM 0.33's `vllm serve` default for the GPU (`servesim.engine.resolve`): with chunked prefill 8192
+    # on GPUs with >= 70 GiB that are not A100s, else 2048; without chunked prefill never less than max_model_len
     max_num_batched_tokens: int | None = None
-    max_num_seqs: int = 256
+    max_num_seqs: int | None = None  # None = vLLM's default for the GPU: 1024 where the budget is 8192, else 256
     enable_chunked_prefill: bool = True
     long_prefill_token_threshold: int = 0  # 0 = off
-    max_model_len: int | None = None  # None = longest request in the workload
+    # None = the model's max_position_embeddings (a roofline cost), else the longest request in the workload;
+    # longer requests fail, as vLLM rejects them (`vllm bench serve` counts them as failed)
+    max_model_len: int | None = None
     block_size: int = 16
     num_gpu_blocks: int | None = None  # None = unlimited KV (or derived from GPU memory by a cost model)
     watermark: float = 0.0  # fraction of num_gpu_blocks kept free when admitting
@@ -32,9 +38,8 @@ class EngineConfig:
     gpu_memory_utilization: float = 0.9  # share of GPU memory vLLM may use, when KV is derived from a cost model
 
     def __post_init__(self) -> None:
-        for name in ("max_num_seqs", "block_size"):
-            _positive(name, getattr(self, name))
-        for name in ("max_num_batched_tokens", "max_model_len", "num_gpu_blocks"):
+        _positive("block_size", self.block_size)
+        for name in ("max_num_batched_tokens", "max_num_seqs", "max_model_len", "num_gpu_blocks"):
             if getattr(self, name) is not None:
                 _positive(name, getattr(self, name))
         if self.num_gpu_blocks is not None and self.num_gpu_blocks < 2:
@@ -42,6 +47,13 @@ class EngineConfig:
         _non_negative("long_prefill_token_threshold", self.long_prefill_token_threshold)
         if self.swap_space is not None:
             _non_negative("swap_space", self.swap_space)
+        for name in ("enable_chunked_prefill", "scheduler_reserve_full_isl", "async_scheduling"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"{name} must be true or false, got {getattr(self, name)!r}")
+        for name in ("watermark", "pcie_bandwidth", "gpu_memory_utilization"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+                raise ConfigError(f"{name} must be a finite number, got {value!r}")
         if not 0.0 <= self.watermark < 1.0:
             raise ConfigError(f"watermark must be a fraction in [0, 1), got {self.watermark}")
         if self.policy not in QUEUE_POLICIES:
@@ -52,18 +64,24 @@ class EngineConfig:
             )
         if not 0.0 < self.gpu_memory_utilization <= 1.0:
             raise ConfigError(f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}")
-        if self.pcie_bandwidth <= 0 or self.kv_bytes_per_token <= 0:
-            raise ConfigError("pcie_bandwidth and kv_bytes_per_token must be > 0")
+        if self.pcie_bandwidth <= 0:
+            raise ConfigError(f"pcie_bandwidth must be > 0 bytes/s, got {self.pcie_bandwidth}")
+        _positive("kv_bytes_per_token", self.kv_bytes_per_token)
 
-    def resolved(self, longest_request: int) -> EngineConfig:
-        """Fill defaults that depend on the workload, then validate the whole as vLLM does."""
+    def resolved(self, longest_request: int, default_budget: int = DEFAULT_BUDGET,
+                 default_max_num_seqs: int = DEFAULT_MAX_NUM_SEQS,
+                 default_max_model_len: int | None = None) -> EngineConfig:
+        """Fill the defaults (the GPU's, from `servesim.engine.resolve`; the workload's longest request as
+        max_model_len when no model says otherwise), then validate the whole as vLLM does."""
         cfg = self
         if cfg.max_model_len is None:
-            cfg = replace(cfg, max_model_len=longest_request)
+            cfg = replace(cfg, max_model_len=default_max_model_len or longest_request)
+        if cfg.max_num_seqs is None:
+            cfg = replace(cfg, max_num_seqs=default_max_num_seqs)
         if cfg.max_num_batched_tokens is None:
-            # vLLM's defaults: 2048 with chunked prefill; without, enough for the longest request, and never less
-            # than 2048 (so the default max_num_seqs of 256 always fits the budget)
-            budget = DEFAULT_BUDGET if cfg.enable_chunked_prefill else max(cfg.max_model_len, DEFAULT_BUDGET)
+            # vLLM's defaults: the GPU's budget with chunked prefill; without, enough for the longest request allowed,
+            # and never less than the GPU's budget
+            budget = default_budget if cfg.enable_chunked_prefill else max(cfg.max_model_len, default_budget)
             cfg = replace(cfg, max_num_batched_tokens=budget)
         if not cfg.enable_chunked_prefill and cfg.max_num_batched_tokens < cfg.max_model_len:
             raise ConfigError(

@@ -15,7 +15,7 @@ from servesim.engine.config import EngineConfig
 from servesim.engine.fastpath import FastPath, StepByStep
 from servesim.engine.records import Kind, ScheduledEntry, StepRecord, TokenClock
 from servesim.engine.request import Request, RequestState, RequestStatus
-from servesim.engine.resolve import resolve_config
+from servesim.engine.resolve import resolve_config, too_long
 from servesim.engine.result import SimResult
 from servesim.engine.steplog import StepLog
 from servesim.engine.timelines import timelines_from_states
@@ -60,7 +60,7 @@ class Engine:
     """One run's state between iterations: the scheduler and its queues, the clock, the records written so far."""
 
     __slots__ = ("policy", "config", "cost", "sched", "kv", "running", "record", "keep_records", "steps", "emit",
-                 "log", "fast", "states", "arrival_times", "nxt", "next_arrival", "now", "step", "n_done", "arrivals",
+                 "log", "fast", "states", "rejected", "arriving", "arrival_times", "nxt", "next_arrival", "now", "step", "n_done", "arrivals",
                  "release", "preemptions", "swap_seconds_per_block", "check_invariants")
 
     def __init__(self, requests: Sequence[Request], cfg: EngineConfig, policy: str, cost: CostModel, record: str,
@@ -76,7 +76,11 @@ class Engine:
                      if fast else StepByStep())
         order = sorted(range(len(requests)), key=lambda i: (requests[i].arrival_time, i))
         self.states = [RequestState(requests[i], i) for i in order]
-        self.arrival_times = [s.request.arrival_time for s in self.states] + [None]  # None: no more arrivals
+        # requests longer than max_model_len fail at once, as vLLM rejects them; they never reach the queue
+        rejected = set(too_long(requests, cfg.max_model_len)) if cfg.max_model_len < _longest(requests) else ()
+        self.rejected = tuple(requests[i].request_id for i in sorted(rejected))
+        self.arriving = [s for s in self.states if s.index not in rejected] if rejected else self.states
+        self.arrival_times = [s.request.arrival_time for s in self.arriving] + [None]  # None: no more arrivals
         self.nxt = 0  # the next state to arrive
         self.next_arrival: float | None = None
         self.now, self.step, self.n_done = 0.0, 0, 0
@@ -88,7 +92,7 @@ class Engine:
 
     def run(self, progress: Callable[[float, int, int, int], None] | None = None) -> None:
         """Iterate until every request has finished: the lesson's story in order, one step at a time."""
-        total, ticks, sched, fast = len(self.states), 0, self.sched, self.fast
+        total, ticks, sched, fast = len(self.arriving), 0, self.sched, self.fast
         while self.n_done < total or self.release:  # async: the last seats come back one step later
             ticks += 1
             if progress is not None and not ticks & 4095:
@@ -109,9 +113,9 @@ class Engine:
         """Every request with `arrival_time <= now` joins the waiting queue."""
         nxt, times, now = self.nxt, self.arrival_times, self.now
         while times[nxt] is not None and times[nxt] <= now:
-            self.sched.add_request(self.states[nxt])
+            self.sched.add_request(self.arriving[nxt])
             if self.keep_records:
-                self.arrivals.append(self.states[nxt].request_id)
+                self.arrivals.append(self.arriving[nxt].request_id)
             nxt += 1
         self.nxt, self.next_arrival = nxt, times[nxt]
 
@@ -209,7 +213,11 @@ class Engine:
         self.fast.close()
         timelines = timelines_from_states(self.states, clock)
         return SimResult(self.policy, self.cost.name, cfg, tuple(self.steps), timelines, tuple(self.preemptions),
-                         step_log, self.record)
+                         step_log, self.record, self.rejected)
+
+
+def _longest(requests: Sequence[Request]) -> int:
+    return max((r.prompt_len + r.output_len for r in requests), default=0)
 
 
 def step_shape(items: list[tuple[RequestState, int]]) -> tuple[StepShape, int, int]:

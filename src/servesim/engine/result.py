@@ -21,6 +21,9 @@ class SimResult:
     preemptions: tuple[Preemption, ...]
     step_log: StepArrays | None = None  # compact per-step arrays, kept at every record level
     record: str = "full"  # which step records were kept: full (with waiting reasons) | steps | summary
+    # ids of the requests that failed on arrival, longer than max_model_len (vLLM rejects them; `vllm bench serve`
+    # counts them as failed): never scheduled, no tokens
+    rejected: tuple[str, ...] = ()
 
     @property
     def timelines(self) -> Timelines:
