@@ -45,7 +45,7 @@ def test_real_workloads_default_to_the_roofline(tmp_path):
     out = tmp_path / "mixed.json"
     # the first 2 s of `mixed` (4 requests) keep the run short; any non-lesson workload gets the roofline
     res = runner.invoke(app, ["trace", "--workload", "mixed", "--window", "0:2", "--max-num-batched-tokens", "2048",
-                              "--json", str(out), "--limit", "1"], terminal_width=200)
+                              "--max-num-seqs", "256", "--json", str(out), "--limit", "1"], terminal_width=200)
     assert res.exit_code == 0, res.output
     data = json.loads(out.read_text())
     assert data["cost_model"] == "roofline"

@@ -59,13 +59,15 @@ def test_compare_window_keeps_the_seed_decodes_only(monkeypatch, capsys):
     assert [cell.strip() for cell in row.split("│")[2:4]] == ["128", "128"]  # 4 x 32
 
 
-def test_explain_max_model_len_caps_the_workload_and_warns(monkeypatch, capsys):
-    # L has 2000 + 5 tokens: capped to a 999-token prompt and 1000 - 999 = 1 output token; d's (32 + 40) fit.
+def test_explain_max_model_len_fails_longer_requests_as_vllm_does(monkeypatch, capsys):
+    # L has 2000 + 5 tokens > 1000: vLLM rejects it ("maximum context length"), and the four d's (32 + 40) run.
     code, out, err = cli(monkeypatch, capsys, "explain", "--workload", "seed", "--max-model-len", "1000",
                          "--request", "L", "--max-num-batched-tokens", "256", "--max-num-seqs", "8")
     assert code == 0, err
-    assert err == "servesim: warning: seed: capped 1 requests to max_model_len 1,000 (prompt + output tokens)\n"
-    assert "999-token prompt" in out
+    assert err == ("servesim: note: 1 request longer than max_model_len 1,000 (prompt + output tokens) failed, as "
+                   "vLLM rejects them (e.g. L); vllm bench serve counts them as failed\n")
+    assert out.split() == ("L failed on arrival: its 2,000 prompt + 5 output tokens exceed max_model_len 1,000 "
+                           "(vLLM rejects it; vllm bench serve counts it as failed).").split()
 
 
 @pytest.mark.parametrize("command", SIM_COMMANDS)

@@ -53,13 +53,22 @@ class Run:
 
     @classmethod
     def simulate(cls, workload: str | Sequence[Request] = "seed", policy: str = "vllm",
-                 cost: CostModel | str = "toy", record: str = "full", **config: Any) -> Run:
+                 cost: CostModel | str = "auto", record: str = "full", model: str | None = None,
+                 gpu: str | None = None, tp: int | None = None, **config: Any) -> Run:
         """Simulate a built-in workload name, a file, or a list of requests; `config` are EngineConfig fields.
+        The defaults are the command line's (`servesim.defaults`): cost `auto` is the toy cost for the lesson's
+        workloads and the roofline (`model`, `gpu`, `tp`: Llama-3-8B, H100-80GB, 1) for real ones; the engine
+        gets vLLM's defaults for the GPU, the lesson's workloads the lesson's settings.
         `record="summary"` is fastest and gives every metric; explanations and `bound_by` need "full"."""
+        from servesim.defaults import build_cost, lesson_settings
+        from servesim.policies import policy_class
         from servesim.workloads import load_workload
 
+        toy = {k: config.pop(k) for k in ("decode_ms", "prefill_token_ms", "overhead_ms") if k in config}
+        cm = build_cost(cost, workload, model=model, gpu=gpu, tp=tp, **toy)
+        config = lesson_settings(workload, policy_class(policy).chunked) | config
         reqs = load_workload(workload) if isinstance(workload, str) else list(workload)
-        return cls(simulate(reqs, EngineConfig(**config), policy, cost, record=record), reqs, cost=cost)
+        return cls(simulate(reqs, EngineConfig(**config), policy, cm, record=record), reqs, cost=cm)
 
     @property
     def num_steps(self) -> int:

@@ -133,7 +133,9 @@ def calibrate_cmd(
     from servesim.cost.calibrate import calibrate, read_measurements
     from servesim.cost.profile import profile_dict, save_profile
     from servesim.cost.specs import load_gpu
+    from servesim.export.paths import check_output_file
 
+    check_output_file(output, "--output")
     rows = read_measurements(measured)
     try:
         fit = calibrate(rows, model, gpu, seed=seed)

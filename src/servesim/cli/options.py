@@ -1,86 +1,239 @@
-"""Options shared by every command that runs a simulation, and the config they build."""
+"""The options every simulating command takes (`run`, `trace`, `compare`, `explain`), declared once.
 
-from __future__ import annotations
+`@simulating` adds them to a command's signature and hands the command one `SimOptions`; the command declares
+only its own options. Names are `vllm serve`'s and `vllm bench serve`'s where servesim has the concept
+(`--max-num-seqs`, `--tensor-parallel-size`, `--num-prompts`, `--random-input-len`, ...). Defaults are not
+decided here: an option not given is None, and `servesim.defaults` / `servesim.engine.resolve` fill it, the same
+for the command line and the API.
+"""
 
-from typing import Annotated
+# Annotations stay objects (no `from __future__ import annotations`): typer reads every command's on each
+# start, and would eval each string (~0.01 s in all).
+
+import functools
+import inspect
+import math
+from dataclasses import dataclass, fields
+from typing import Annotated, Any
 
 import typer
 
-from servesim.cost import DEFAULT_REAL_COST, CostModel, get_cost_model
-from servesim.engine.config import EngineConfig
+from servesim.cli.workload import (
+    BurstinessOpt,
+    ColumnsOpt,
+    FormatOpt,
+    KeepFailedOpt,
+    LogTypeOpt,
+    OutputLenOpt,
+    PromptLenOpt,
+    RateScaleOpt,
+    RequestRateOpt,
+    SeedOpt,
+    TimeUnitOpt,
+    TraceModelOpt,
+    WindowOpt,
+    WorkloadOpt,
+    workload_from_options,
+)
+from servesim.engine.config import BLOCK_SIZES, EngineConfig
+from servesim.engine.request import Request
+from servesim.errors import ConfigError
 
 Policy = Annotated[str, typer.Option("--policy", "-p", help="Scheduling policy: static | continuous | vllm.")]
-# --workload and the options that shape it (format, columns, request rate, ...) are `servesim.cli.workload`'s.
-Budget = Annotated[int | None, typer.Option(
-    "--max-num-batched-tokens", help="Token budget per step. Default: 2048 with chunked prefill, else max_model_len.")]
-MaxSeqs = Annotated[int, typer.Option("--max-num-seqs", help="Most requests running at once.")]
-Cost = Annotated[str, typer.Option("--cost", help="Cost model: auto (toy for the lesson workloads seed and "
-                                              "lesson-slots, else roofline Llama-3-8B on one H100-80GB) | toy (the "
-                                              "lesson's ms costs) | unit (1 s per step) | roofline | a profile .json.")]
-DecodeMs = Annotated[float, typer.Option("--decode-ms", help="toy cost: ms per decoding request per step.")]
-PrefillMs = Annotated[float, typer.Option("--prefill-token-ms", help="toy cost: ms per prefill token.")]
-OverheadMs = Annotated[float, typer.Option("--overhead-ms", help="toy cost: fixed ms per step.")]
-Threshold = Annotated[int, typer.Option(
-    "--long-prefill-token-threshold", help="Cap on one request's tokens per step when others wait (0 = off).")]
-NoChunk = Annotated[bool, typer.Option(
-    "--no-chunked-prefill", help="Disable chunked prefill (vllm policy): prompts run whole.")]
-BlockSize = Annotated[int, typer.Option("--block-size", help="KV block size in tokens.")]
-GpuBlocks = Annotated[int | None, typer.Option(
-    "--num-gpu-blocks", help="KV blocks on the GPU (one is reserved as vLLM's null block). Default: unlimited.")]
-Watermark = Annotated[float, typer.Option("--watermark", help="Fraction of num_gpu_blocks kept free on admission.")]
-QueuePolicy = Annotated[str, typer.Option("--scheduling-policy", help="Queue order: fcfs | priority.")]
-Preemption = Annotated[str, typer.Option("--preemption-mode", help="recompute (vLLM v1) | swap (vLLM v0).")]
-SwapSpace = Annotated[int | None, typer.Option(
-    "--swap-space", help="Host pool for swapping, in blocks. Default: unlimited.")]
-KvBytes = Annotated[int, typer.Option("--kv-bytes-per-token", help="KV bytes per token (swap traffic), toy cost.")]
-Pcie = Annotated[float, typer.Option("--pcie-bandwidth", help="Host<->GPU bandwidth for swapping, bytes/s.")]
-Async = Annotated[bool, typer.Option("--async-scheduling", help="Finished requests free their seat one step later.")]
-Record = Annotated[str, typer.Option(
-    "--record", help="Step records kept: full (with why each waiting request got nothing) | steps | summary "
-                     "(compact per-step arrays only: fastest, enough for every metric but the binding constraint).")]
-MaxModelLen = Annotated[int | None, typer.Option(
-    "--max-model-len", help="Longest request allowed (prompt + output tokens); longer ones are capped to fit (count "
-                            "reported). Default: the longest in the workload.")]
 
 
-def engine_config(
-    max_num_batched_tokens: int | None = None, max_num_seqs: int = 256, long_prefill_token_threshold: int = 0,
-    no_chunked_prefill: bool = False, block_size: int = 16, num_gpu_blocks: int | None = None,
-    watermark: float = 0.0, scheduling_policy: str = "fcfs", preemption_mode: str = "recompute",
-    swap_space: int | None = None, kv_bytes_per_token: int = 131072, pcie_bandwidth: float = 32e9,
-    async_scheduling: bool = False, max_model_len: int | None = None,
-) -> EngineConfig:
-    return EngineConfig(
-        max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs,
-        enable_chunked_prefill=not no_chunked_prefill, long_prefill_token_threshold=long_prefill_token_threshold,
-        max_model_len=max_model_len, block_size=block_size, num_gpu_blocks=num_gpu_blocks, watermark=watermark,
-        policy=scheduling_policy, async_scheduling=async_scheduling, preemption_mode=preemption_mode,
-        swap_space=swap_space, kv_bytes_per_token=kv_bytes_per_token, pcie_bandwidth=pcie_bandwidth,
-    )
+def _opt(*names: str, help: str) -> Any:
+    return typer.Option(*names, help=help)
 
 
-LESSON_WORKLOADS = ("seed", "lesson-slots")
+@dataclass(slots=True)
+class SimOptions:
+    """One simulating command's shared options, as given (None: not given, the default applies)."""
+
+    # the workload (servesim.cli.workload has the loaders' options)
+    workload: WorkloadOpt = "seed"
+    dataset_name: Annotated[str | None, _opt("--dataset-name", help="vllm bench serve's dataset: random (same as "
+                                                                   "--workload random).")] = None
+    format: FormatOpt = None
+    columns: ColumnsOpt = None
+    time_unit: TimeUnitOpt = None
+    request_rate: RequestRateOpt = None
+    burstiness: BurstinessOpt = 1.0
+    num_requests: Annotated[int | None, _opt("--num-prompts", "--num-requests", help="'random': how many (default "
+                                                                                   "1000); a trace: sample N.")] = None
+    prompt_len: PromptLenOpt = None
+    output_len: OutputLenOpt = None
+    random_input_len: Annotated[int | None, _opt("--random-input-len", help="vllm bench serve's random dataset: "
+                                                                           "input tokens (default 1024).")] = None
+    random_output_len: Annotated[int | None, _opt("--random-output-len", help="...: output tokens (default "
+                                                                             "128).")] = None
+    random_range_ratio: Annotated[float | None, _opt("--random-range-ratio", help="...: lengths uniform in "
+                                                     "[L(1-r), L(1+r)] (default 0).")] = None
+    random_prefix_len: Annotated[int | None, _opt("--random-prefix-len", help="...: tokens added before each "
+                                                  "prompt (default 0; no prefix caching yet).")] = None
+    max_concurrency: Annotated[int | None, _opt("--max-concurrency", help="vllm bench serve's cap on requests in "
+                                                "flight (not modelled yet: refused).")] = None
+    window: WindowOpt = None
+    rate_scale: RateScaleOpt = None
+    seed: SeedOpt = 0
+    trace_model: TraceModelOpt = None
+    log_type: LogTypeOpt = None
+    keep_failed: KeepFailedOpt = False
+    # the engine (vLLM's names)
+    max_num_batched_tokens: Annotated[int | None, _opt("--max-num-batched-tokens", help="Token budget per step. "
+                                                       "Default: vLLM's for the GPU (8192 on >= 70 GiB non-A100, "
+                                                       "else 2048; the lesson's workloads: 256).")] = None
+    max_num_seqs: Annotated[int | None, _opt("--max-num-seqs", help="Most requests running at once. Default: vLLM's "
+                                             "for the GPU (1024 or 256; the lesson's workloads: 8).")] = None
+    max_model_len: Annotated[int | None, _opt("--max-model-len", help="Longest request (prompt + output tokens); "
+                                              "longer ones fail, as in vLLM. Default: the model's "
+                                              "max_position_embeddings, else the longest request.")] = None
+    long_prefill_token_threshold: Annotated[int, _opt("--long-prefill-token-threshold", help="Cap on one request's "
+                                                      "tokens per step when others wait (0 = off).")] = 0
+    no_chunked_prefill: Annotated[bool, _opt("--no-enable-chunked-prefill", "--no-chunked-prefill", help="Prompts "
+                                             "run whole (vllm policy).")] = False
+    block_size: Annotated[int, _opt("--block-size", help=f"KV block size in tokens: "
+                                                         f"{', '.join(map(str, BLOCK_SIZES))}.")] = 16
+    num_gpu_blocks: Annotated[int | None, _opt("--num-gpu-blocks", "--num-gpu-blocks-override", help="KV blocks "
+                                               "(one is vLLM's null block). Default: from GPU memory with the "
+                                               "roofline, else unlimited.")] = None
+    gpu_memory_utilization: Annotated[float, _opt("--gpu-memory-utilization", help="Share of GPU memory for "
+                                                  "weights, activations and KV.")] = 0.9
+    watermark: Annotated[float, _opt("--watermark", help="Fraction of num_gpu_blocks kept free on admission.")] = 0.0
+    scheduling_policy: Annotated[str, _opt("--scheduling-policy", help="Queue order: fcfs | priority.")] = "fcfs"
+    preemption_mode: Annotated[str, _opt("--preemption-mode", help="recompute (vLLM v1) | swap (vLLM "
+                                                                   "v0).")] = "recompute"
+    swap_space: Annotated[int | None, _opt("--swap-space", help="Host pool for swapping, in blocks. Default: "
+                                                                "unlimited.")] = None
+    kv_bytes_per_token: Annotated[int | None, _opt("--kv-bytes-per-token", help="KV bytes per token (swap "
+                                                   "traffic). Default: the model's; 131072 (Llama-3-8B) with the "
+                                                   "toy cost.")] = None
+    pcie_bandwidth: Annotated[float, _opt("--pcie-bandwidth", help="Host<->GPU bytes/s for swapping.")] = 32e9
+    async_scheduling: Annotated[bool, _opt("--async-scheduling", help="Finished requests free their seat one step "
+                                                                      "later.")] = False
+    # the cost model
+    cost: Annotated[str, _opt("--cost", help="auto (toy for the lesson's workloads, else the roofline) | toy | unit "
+                                             "| roofline | a profile .json.")] = "auto"
+    model: Annotated[str | None, _opt("--model", help="Roofline model (see `servesim models`) or PATH/config.json. "
+                                                      "Default: llama-3-8b.")] = None
+    gpu: Annotated[str | None, _opt("--gpu", help="Roofline GPU (see `servesim gpus`) or PATH.toml. Default: "
+                                                  "h100-80gb.")] = None
+    tp: Annotated[int | None, _opt("--tensor-parallel-size", "-tp", "--tp", help="Roofline tensor-parallel size. "
+                                   "Default: 1.")] = None
+    dtype: Annotated[str | None, _opt("--dtype", help="Weights and KV: auto, bfloat16, float16 (2 bytes "
+                                                      "each).")] = None
+    decode_ms: Annotated[float | None, _opt("--decode-ms", help="Toy cost: ms per decoding request per step "
+                                                               "(default 1).")] = None
+    prefill_token_ms: Annotated[float | None, _opt("--prefill-token-ms", help="Toy cost: ms per prefill token "
+                                                                             "(default 0.1).")] = None
+    overhead_ms: Annotated[float | None, _opt("--overhead-ms", help="Toy cost: fixed ms per step (default "
+                                                                    "0).")] = None
+
+    def requests(self) -> list[Request]:
+        return workload_from_options(self.workload_name(), **self.loader_options())
+
+    def workload_name(self) -> str:
+        if self.dataset_name is not None:
+            if self.dataset_name != "random":
+                raise ConfigError(f"--dataset-name {self.dataset_name}: servesim makes the random dataset; for "
+                                  "others give the dataset as a trace file with --workload")
+            if self.workload not in ("seed", "random"):
+                raise ConfigError("--dataset-name random and --workload FILE: give one of them")
+            return "random"
+        return self.workload
+
+    def loader_options(self) -> dict[str, Any]:
+        if self.max_concurrency is not None:
+            raise ConfigError("--max-concurrency: servesim's client is open-loop (every request is sent at its "
+                              "arrival time); a cap on requests in flight is not modelled yet")
+        prompt, output = self.prompt_len, self.output_len
+        if any(v is not None for v in (self.random_input_len, self.random_output_len, self.random_range_ratio,
+                                       self.random_prefix_len)):
+            if prompt is not None or output is not None:
+                raise ConfigError("--random-input-len/--random-output-len and --prompt-len/--output-len both give "
+                                  "lengths: use one pair")
+            if self.workload_name() != "random":
+                raise ConfigError("--random-* options shape the random dataset: add --dataset-name random")
+            ratio = 0.0 if self.random_range_ratio is None else self.random_range_ratio
+            if not 0.0 <= ratio < 1.0:
+                raise ConfigError(f"--random-range-ratio {ratio}: expected a number in [0, 1)")
+            prefix = self.random_prefix_len or 0
+            if prefix < 0:
+                raise ConfigError(f"--random-prefix-len {prefix}: expected an integer >= 0")
+            prompt = random_lengths(1024 if self.random_input_len is None else self.random_input_len, ratio, prefix)
+            output = random_lengths(128 if self.random_output_len is None else self.random_output_len, ratio, 0)
+        return {"format": self.format, "columns": self.columns, "time_unit": self.time_unit,
+                "request_rate": self.request_rate, "burstiness": self.burstiness, "num_requests": self.num_requests,
+                "prompt_len": prompt, "output_len": output, "window": self.window, "rate_scale": self.rate_scale,
+                "seed": self.seed, "trace_model": self.trace_model, "log_type": self.log_type,
+                "keep_failed": self.keep_failed}
+
+    def engine_config(self, policy: str = "vllm") -> EngineConfig:
+        from servesim.defaults import lesson_settings
+        from servesim.policies import policy_class
+
+        if self.block_size not in BLOCK_SIZES:
+            raise ConfigError(f"--block-size {self.block_size}: vLLM allows {', '.join(map(str, BLOCK_SIZES))}")
+        given = {
+            "max_num_batched_tokens": self.max_num_batched_tokens, "max_num_seqs": self.max_num_seqs,
+            "enable_chunked_prefill": not self.no_chunked_prefill,
+            "long_prefill_token_threshold": self.long_prefill_token_threshold, "max_model_len": self.max_model_len,
+            "block_size": self.block_size, "num_gpu_blocks": self.num_gpu_blocks,
+            "gpu_memory_utilization": self.gpu_memory_utilization, "watermark": self.watermark,
+            "policy": self.scheduling_policy, "async_scheduling": self.async_scheduling,
+            "preemption_mode": self.preemption_mode, "swap_space": self.swap_space,
+            "kv_bytes_per_token": self.kv_bytes_per_token, "pcie_bandwidth": self.pcie_bandwidth,
+        }
+        lesson = lesson_settings(self.workload_name(), policy_class(policy).chunked)
+        return EngineConfig(**(lesson | {k: v for k, v in given.items() if v is not None}))
+
+    def cost_model(self):
+        from servesim.defaults import build_cost
+
+        return build_cost(self.cost, self.workload_name(), model=self.model, gpu=self.gpu, tp=self.tp,
+                          dtype=self.dtype, decode_ms=self.decode_ms, prefill_token_ms=self.prefill_token_ms,
+                          overhead_ms=self.overhead_ms)
+
+    def lesson_note(self, policy: str = "vllm") -> str | None:
+        """What the lesson's settings set, for a lesson workload (None otherwise or when all were given)."""
+        from servesim.defaults import lesson_settings
+        from servesim.policies import policy_class
+
+        applied = {k: v for k, v in lesson_settings(self.workload_name(), policy_class(policy).chunked).items()
+                   if getattr(self, k) is None}
+        if not applied:
+            return None
+        return (f"{self.workload}: the lesson's settings, " + ", ".join(f"{k} {v}" for k, v in applied.items())
+                + " (override with " + " ".join(f"--{k.replace('_', '-')}" for k in applied) + ")")
 
 
-ENGINE_OPTIONS = ("max_num_batched_tokens", "max_num_seqs", "long_prefill_token_threshold", "no_chunked_prefill",
-                  "block_size", "num_gpu_blocks", "watermark", "scheduling_policy", "preemption_mode", "swap_space",
-                  "kv_bytes_per_token", "pcie_bandwidth", "async_scheduling", "max_model_len")
+def random_lengths(length: int, ratio: float, prefix: int) -> str:
+    """vllm bench serve's random lengths as servesim's length syntax: uniform integers in
+    [floor(L (1 - r)), floor(L (1 + r))] plus the prefix (vllm/benchmarks/datasets.py, RandomDataset)."""
+    if length < 1:
+        raise ConfigError(f"random length {length}: expected an integer >= 1")
+    low, high = max(1, math.floor(length * (1 - ratio))), math.floor(length * (1 + ratio))
+    return str(length + prefix) if low == high else f"uniform:{low + prefix}:{high + prefix}"
 
 
-def engine_options(values: dict) -> EngineConfig:
-    """The engine config from a command's parameters (`engine_options(locals())`); absent ones keep defaults."""
-    return engine_config(**{k: values[k] for k in ENGINE_OPTIONS if k in values})
+_SIM_FIELDS = [f.name for f in fields(SimOptions)]
 
 
-def cost_model(name: str, decode_ms: float = 1.0, prefill_token_ms: float = 0.1, overhead_ms: float = 0.0,
-               workload: str | None = None) -> CostModel:
-    """`auto`: the lesson's toy cost for the lesson's workloads, the roofline (Llama-3-8B, H100) for real ones."""
-    if name == "auto":
-        if workload in LESSON_WORKLOADS:
-            name = "toy"
-        else:
-            params = dict(DEFAULT_REAL_COST)
-            return get_cost_model(params.pop("name"), **params)
-    if name == "toy":
-        return get_cost_model("toy", decode_ms=decode_ms, prefill_token_ms=prefill_token_ms, overhead_ms=overhead_ms)
-    return get_cost_model(name)
+def simulating(command):
+    """Add every `SimOptions` option to `command`'s signature; the command takes `opts: SimOptions`."""
+    sig = inspect.signature(command)
+    own = [p for p in sig.parameters.values() if p.name != "opts"]
+    hints = SimOptions.__annotations__
+    shared = [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=hints[f.name])
+              for f in fields(SimOptions)]
+    own = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own]
+
+    @functools.wraps(command)
+    def wrapper(**kwargs: Any) -> Any:
+        opts = SimOptions(**{k: kwargs.pop(k) for k in _SIM_FIELDS})
+        return command(opts=opts, **kwargs)
+
+    wrapper.__signature__ = sig.replace(parameters=own + shared)
+    wrapper.__annotations__ = {p.name: p.annotation for p in own + shared} | {"return": sig.return_annotation}
+    del wrapper.__wrapped__  # typer must read the new signature, not the command's
+    return wrapper

@@ -11,50 +11,9 @@ import typer
 
 from servesim.analysis.metrics import longest_prompt, slot_utilization, worst_gap
 from servesim.cli.app import app
-from servesim.cli.options import (
-    Async,
-    BlockSize,
-    Budget,
-    Cost,
-    DecodeMs,
-    GpuBlocks,
-    KvBytes,
-    MaxModelLen,
-    MaxSeqs,
-    NoChunk,
-    OverheadMs,
-    Pcie,
-    Policy,
-    Preemption,
-    PrefillMs,
-    QueuePolicy,
-    SwapSpace,
-    Threshold,
-    Watermark,
-    cost_model,
-    engine_options,
-)
+from servesim.cli.options import Policy, SimOptions, simulating
 from servesim.cli.render import step_table
 from servesim.cli.term import LazyConsole
-from servesim.cli.workload import (
-    BurstinessOpt,
-    ColumnsOpt,
-    FormatOpt,
-    KeepFailedOpt,
-    LogTypeOpt,
-    NumRequestsOpt,
-    OutputLenOpt,
-    PromptLenOpt,
-    RateScaleOpt,
-    RequestRateOpt,
-    SeedOpt,
-    TimeUnitOpt,
-    TraceModelOpt,
-    WindowOpt,
-    WorkloadOpt,
-    loader_options,
-    workload_from_options,
-)
 from servesim.engine import simulate
 from servesim.engine.config import EngineConfig
 from servesim.engine.result import SimResult
@@ -126,53 +85,26 @@ def summary_table(results: dict[str, SimResult]) -> "Table":
 
 
 @app.command()
+@simulating
 def trace(
+    opts: SimOptions,
     policy: Policy = "vllm",
-    workload: WorkloadOpt = "seed",
-    format: FormatOpt = None,
-    columns: ColumnsOpt = None,
-    time_unit: TimeUnitOpt = None,
-    request_rate: RequestRateOpt = None,
-    burstiness: BurstinessOpt = 1.0,
-    num_requests: NumRequestsOpt = None,
-    prompt_len: PromptLenOpt = None,
-    output_len: OutputLenOpt = None,
-    window: WindowOpt = None,
-    rate_scale: RateScaleOpt = None,
-    seed: SeedOpt = 0,
-    trace_model: TraceModelOpt = None,
-    log_type: LogTypeOpt = None,
-    keep_failed: KeepFailedOpt = False,
-    max_num_batched_tokens: Budget = None,
-    max_num_seqs: MaxSeqs = 256,
-    cost: Cost = "auto",
-    decode_ms: DecodeMs = 1.0,
-    prefill_token_ms: PrefillMs = 0.1,
-    overhead_ms: OverheadMs = 0.0,
-    long_prefill_token_threshold: Threshold = 0,
-    no_chunked_prefill: NoChunk = False,
-    block_size: BlockSize = 16,
-    num_gpu_blocks: GpuBlocks = None,
-    watermark: Watermark = 0.0,
-    scheduling_policy: QueuePolicy = "fcfs",
-    preemption_mode: Preemption = "recompute",
-    swap_space: SwapSpace = None,
-    kv_bytes_per_token: KvBytes = 131072,
-    pcie_bandwidth: Pcie = 32e9,
-    async_scheduling: Async = False,
-    max_model_len: MaxModelLen = None,
     json_path: Annotated[Path | None, typer.Option("--json", help="Write step records and timelines here.")] = None,
     limit: Annotated[int, typer.Option(help="Rows to print (0 = all).")] = 0,
 ) -> None:
     """Print the per-step schedule: step, start and duration (ms), decodes, prefill chunks as id:tokens,
     tokens/budget, and events (arrivals, preemptions, finishes, and why each waiting request got nothing)."""
     from servesim.analysis.explain import policy_sentence
+    from servesim.cli.analysis import note, rejected_note
     from servesim.export.json_records import result_to_dict, write_json
+    from servesim.export.paths import check_output_file
 
-    cfg = engine_options(locals())
-    reqs = workload_from_options(workload, **loader_options(locals()))
-    result = simulate(reqs, cfg, policy,
-                      cost_model(cost, decode_ms, prefill_token_ms, overhead_ms, workload))
+    if json_path:
+        check_output_file(json_path, "--json")
+    cfg, cm = opts.engine_config(policy), opts.cost_model()
+    result = simulate(opts.requests(), cfg, policy, cm)
+    note(opts.lesson_note(policy))
+    rejected_note(result)
     console.print(step_table(result, limit=limit or None))
     if result.preemptions:
         console.print(f"{len(result.preemptions)} preemptions; recomputed tokens {result.recomputed_tokens} "
@@ -203,7 +135,10 @@ def conform(
     exit 0 on an exact match, else print the first differing step side by side and exit 1."""
     from servesim.conformance import first_difference, load_scenario, run_scenario, to_trace
     from servesim.export.json_records import write_json
+    from servesim.export.paths import check_output_file
 
+    if out:
+        check_output_file(out, "--out")
     sc = load_scenario(scenario)
     actual = to_trace(sc, run_scenario(sc))
     if out:

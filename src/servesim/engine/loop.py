@@ -60,7 +60,8 @@ class Engine:
     """One run's state between iterations: the scheduler and its queues, the clock, the records written so far."""
 
     __slots__ = ("policy", "config", "cost", "sched", "kv", "running", "record", "keep_records", "steps", "emit",
-                 "log", "fast", "states", "rejected", "arriving", "arrival_times", "nxt", "next_arrival", "now", "step", "n_done", "arrivals",
+                 "log", "fast", "states", "rejected", "arriving", "arrival_times", "nxt", "next_arrival", "now",
+                 "step", "n_done", "arrivals",
                  "release", "preemptions", "swap_seconds_per_block", "check_invariants")
 
     def __init__(self, requests: Sequence[Request], cfg: EngineConfig, policy: str, cost: CostModel, record: str,
