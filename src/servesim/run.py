@@ -7,7 +7,7 @@
     run.steps              # polars: one row per step
     print(run.explain())   # or run.explain("L")
 
-polars is an optional dependency (`pip install servesim[data]`); `to_pandas()` needs pandas as well.
+polars is a core dependency; `to_pandas()` needs pandas as well.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def _polars() -> Any:
     try:
         import polars
     except ImportError:
-        raise ServesimError("DataFrames need polars: pip install 'servesim[data]'") from None
+        raise ServesimError("DataFrames need polars: pip install polars") from None
     return polars
 
 

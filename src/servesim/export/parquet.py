@@ -3,7 +3,11 @@
 `ParquetRecords(folder)` is a `simulate(sink=...)`: it buffers records and writes row groups to three files,
 `steps.parquet` (one row a step), `scheduled.parquet` (one row per scheduled request per step) and, at
 record="full", `waiting.parquet` (one row per request that got nothing, with why). Field names are the step
-record's. Needs pyarrow (`pip install servesim[data]`).
+record's. Needs pyarrow (a core dependency).
+
+Each file is written under a hidden temporary name and renamed when the run ends: an interrupted run leaves no
+truncated file under a final name (and the folder's earlier files as they were); a finished run leaves exactly its
+own files (a `waiting.parquet` from an earlier run at record="full" is removed).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ STEP_FIELDS = ("step", "start_time", "duration", "total_scheduled_tokens", "pref
                "num_running_after", "num_waiting_after", "free_blocks_after_schedule", "free_blocks_after_step",
                "token_budget", "swap_in_blocks", "swap_out_blocks")
 LIST_FIELDS = ("arrivals", "preempted", "finished", "finished_observed")
+RECORD_FILES = ("steps", "scheduled", "waiting")
 ENTRY_FIELDS = ("id", "num_scheduled_tokens", "kind", "num_computed_tokens_before", "num_tokens_before", "resumed",
                 "samples_token", "num_blocks")
 
@@ -27,7 +32,7 @@ def _pyarrow() -> Any:
         import pyarrow
         import pyarrow.parquet
     except ImportError:
-        raise ConfigError("writing Parquet needs pyarrow: pip install 'servesim[data]'") from None
+        raise ConfigError("writing Parquet needs pyarrow: pip install pyarrow") from None
     return pyarrow
 
 
@@ -86,20 +91,42 @@ class ParquetRecords:
                 self._write(name, self.pa.table(cols, schema=schemas[name]))
         self._new()
 
+    def _partial(self, name: str) -> Path:
+        return self.folder / f".{name}.parquet.partial"
+
     def _write(self, name: str, table: Any) -> None:
         writer = self._writers.get(name)
         if writer is None:
-            writer = self._writers[name] = self.pa.parquet.ParquetWriter(self.folder / f"{name}.parquet", table.schema)
+            writer = self._writers[name] = self.pa.parquet.ParquetWriter(self._partial(name), table.schema)
         writer.write_table(table)
 
     def close(self) -> None:
+        """The run finished: the files take their final names, and no other records file stays."""
         self.flush()
         for w in self._writers.values():
             w.close()
+        for name in RECORD_FILES:
+            final = self.folder / f"{name}.parquet"
+            if name in self._writers:
+                self._partial(name).replace(final)
+            else:
+                final.unlink(missing_ok=True)
+        self._writers.clear()
+
+    def abort(self) -> None:
+        """The run stopped early: the partial files go, the folder's earlier files stay as they were."""
+        for name, w in self._writers.items():
+            try:
+                w.close()
+            finally:
+                self._partial(name).unlink(missing_ok=True)
         self._writers.clear()
 
     def __enter__(self) -> ParquetRecords:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
