@@ -100,4 +100,4 @@ def test_engine_options_reach_every_simulating_command(tmp_path):
     assert "Recomputed tokens:                       0" not in recompute.output
     traced = runner.invoke(app, ["trace", *kv, "--preemption-mode", "swap"], terminal_width=300)
     assert "swapped" in traced.output  # the events column (folded at 80 columns): "swapped out/in N blocks"
-    assert "1 preemptions; recomputed tokens 0" in traced.output
+    assert "1 preemption; recomputed tokens 0" in traced.output

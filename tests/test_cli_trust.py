@@ -117,7 +117,7 @@ def test_max_model_len_is_the_models_and_longer_requests_fail(monkeypatch, capsy
     data, err = run_json(monkeypatch, capsys, tmp_path, "--workload", "mooncake-sample")
     assert data["config"]["max_model_len"] == 8192
     assert (data["failed"], data["completed"]) == (too_long, len(reqs) - too_long)
-    assert f"{too_long:,} requests longer than max_model_len 8,192" in err
+    assert f"{too_long:,} requests (e.g. " in err and "longer than max_model_len 8,192" in err
 
 
 # -- output paths are checked before simulating --------------------------------------------------------------------

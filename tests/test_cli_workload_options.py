@@ -64,8 +64,8 @@ def test_explain_max_model_len_fails_longer_requests_as_vllm_does(monkeypatch, c
     code, out, err = cli(monkeypatch, capsys, "explain", "--workload", "seed", "--max-model-len", "1000",
                          "--request", "L", "--max-num-batched-tokens", "256", "--max-num-seqs", "8")
     assert code == 0, err
-    assert err == ("servesim: note: 1 request longer than max_model_len 1,000 (prompt + output tokens) failed, as "
-                   "vLLM rejects them (e.g. L); vllm bench serve counts them as failed\n")
+    assert err == ("servesim: note: request L longer than max_model_len 1,000 (prompt + output tokens) failed: "
+                   "vLLM rejects it, and vllm bench serve counts it as failed\n")
     assert out.split() == ("L failed on arrival: its 2,000 prompt + 5 output tokens exceed max_model_len 1,000 "
                            "(vLLM rejects it; vllm bench serve counts it as failed).").split()
 

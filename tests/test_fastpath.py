@@ -102,3 +102,16 @@ def test_progress_is_reported_with_simulated_time_requests_done_and_the_queue():
                  progress=lambda now, done, total, waiting: calls.append((now, done, total, waiting)))
     assert r.makespan == 9000.0
     assert calls == [(4095.0, 0, 2, 1), (8191.0, 1, 2, 0)]
+
+
+@pytest.mark.parametrize("limit", [0, 1, 7, 39, 40, 100])
+def test_max_records_keeps_the_first_records_and_the_same_run(limit):
+    # the seed under vllm at budget 256 has 40 steps (tests/test_seed.py): the first `limit` records are those of
+    # the full run, and the step log, timelines and preemptions are the whole run's
+    reqs = load_workload("seed")
+    cfg = EngineConfig(max_num_batched_tokens=256, max_num_seqs=8, num_gpu_blocks=138)
+    full = simulate(reqs, cfg, "vllm", "toy")
+    first = simulate(reqs, cfg, "vllm", "toy", max_records=limit)
+    assert first.steps == full.steps[:limit]
+    assert first.requests == full.requests and first.preemptions == full.preemptions
+    assert len(first.step_log) == len(full.step_log) == len(full.steps)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from servesim.analysis.metrics import longest_prompt, prefill_chunks, worst_gap
+from servesim.analysis.metrics import longest_prompt, worst_gap
 from servesim.engine.records import Kind, Reason
 from servesim.engine.result import SimResult
 
@@ -67,21 +67,45 @@ def _chunks_text(chunks: list[int]) -> str:
     return f"in {len(chunks)} chunks ({' + '.join(parts)})"
 
 
-def wait_reason(result: SimResult, request_id: str) -> Reason | None:
-    """The reason most often recorded for `request_id` while it waited to be scheduled first."""
-    reasons = Counter(w.reason for s in result.steps for w in s.waiting if w.id == request_id)
+def wait_reason(result: SimResult, request_id: str, before_step: int | None = None) -> Reason | None:
+    """The reason recorded for `request_id` in the most steps before `before_step` (all steps if None)."""
+    steps = result.steps if before_step is None else result.steps[:before_step]
+    reasons = Counter(w.reason for s in steps for w in s.waiting if w.id == request_id)
     return reasons.most_common(1)[0][0] if reasons else None
 
 
+def records_complete(result: SimResult) -> bool:
+    """Whether the run kept a record of every step (not only the first ones, or none)."""
+    log = result.step_log
+    return bool(result.steps) and (log is None or len(result.steps) == len(log))
+
+
 def policy_sentence(result: SimResult) -> str:
-    """One sentence on the longest prompt and the worst decode gap: where the latency went, and why."""
+    """One sentence on the longest prompt and the worst decode gap: where the latency went, and why. Its wait and
+    chunks are those before its first token, as `explain --request` tells them; a preemption's recomputation is
+    counted apart."""
     rid = longest_prompt(result)
     r = result.request(rid)
-    chunks = prefill_chunks(result, rid)
     queued = (r.first_scheduled_time or r.arrival_time) - r.arrival_time
-    why = wait_reason(result, rid)
-    wait = f"waited {ms(queued)} ({why.value.replace('_', ' ')}), then was " if queued > 0 and why else "was "
-    text = f"{rid}'s {r.prompt_len}-token prompt {wait}prefilled {_chunks_text(chunks)}; TTFT {ms(r.ttft)}."
+    redo = ""
+    if records_complete(result):
+        phases = prefill_phases(result, rid)
+        first = phases[0]
+        chunks = _chunks_text([c for _, c in first]) if first else "in no step"
+        why = wait_reason(result, rid, first[0][0] if first else None)
+        reason = why.value.replace("_", " ") if why else "the step in flight when it arrived"
+        again = sum(len(p) for p in phases[1:])
+        if r.num_preemptions:
+            times = "once" if r.num_preemptions == 1 else f"{r.num_preemptions} times"
+            redo = (f" It was preempted {times}"
+                    + (f" and recomputed in {_plural(again, 'more chunk')}." if again else "."))
+    else:  # only the first steps recorded (trace on a large run): the timeline's counts
+        chunks = f"in {_plural(r.num_prefill_chunks, 'chunk')}" + (" (recomputation included)"
+                                                                   if r.num_preemptions else "")
+        reason = None
+    wait = f"waited {ms(queued)}{f' ({reason})' if reason else ''}, then was " if queued > 0 else "was "
+    ttft = f"TTFT {ms(r.ttft)}" if r.ttft is not None else "no token"
+    text = f"{rid}'s {r.prompt_len}-token prompt {wait}prefilled {chunks}; {ttft}.{redo}"
     gap = worst_gap(result)
     if gap is not None and gap.step is not None:
         log = result.step_log
@@ -89,8 +113,8 @@ def policy_sentence(result: SimResult) -> str:
             prefill, decodes = int(log.prefill_tokens[gap.step]), int(log.num_decodes[gap.step])
         else:
             prefill, decodes = result.steps[gap.step].prefill_tokens, result.steps[gap.step].num_decodes
-        cause = f"a step carrying {prefill} prefill tokens beside {decodes} decodes" if prefill else \
-            f"a step of {decodes} decodes"
+        cause = f"a step carrying {prefill} prefill tokens beside {_plural(decodes, 'decode')}" if prefill else \
+            f"a step of {_plural(decodes, 'decode')}"
         text += f" The worst gap between two tokens was {ms(gap.seconds)} ({gap.request_id}, step {gap.step}: {cause})."
     return text
 

@@ -79,8 +79,12 @@ def prompt_tokens_processed(result: SimResult) -> int:
 
 
 def longest_prompt(result: SimResult) -> str:
+    """The request with the longest prompt among those served (one that failed on arrival is not served)."""
     t = result.timelines
-    return t.ids[int(np.argmax(t.prompt_len))]  # the first of equals, as max() gives
+    lengths = t.prompt_len
+    if result.rejected:
+        lengths = np.where(np.isin(np.asarray(t.ids, dtype=object), list(result.rejected)), -1, lengths)
+    return t.ids[int(np.argmax(lengths))]  # the first of equals, as max() gives
 
 
 @dataclass(frozen=True, slots=True)

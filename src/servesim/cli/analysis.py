@@ -31,9 +31,10 @@ def note(message: str | None) -> None:
 def rejected_note(result) -> None:
     if result.rejected:
         n = len(result.rejected)
-        note(f"{n:,} request{'s' if n != 1 else ''} longer than max_model_len {result.config.max_model_len:,} "
-             f"(prompt + output tokens) failed, as vLLM rejects them (e.g. {result.rejected[0]}); "
-             "vllm bench serve counts them as failed")
+        which = f"request {result.rejected[0]}" if n == 1 else f"{n:,} requests (e.g. {result.rejected[0]})"
+        it = "it" if n == 1 else "them"
+        note(f"{which} longer than max_model_len {result.config.max_model_len:,} (prompt + output tokens) failed: "
+             f"vLLM rejects {it}, and vllm bench serve counts {it} as failed")
 
 
 @app.command("run")

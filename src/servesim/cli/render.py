@@ -1,4 +1,4 @@
-"""Rich renderings of step records."""
+"""Step records as text for the terminal."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from servesim.engine.records import Kind, StepRecord
 from servesim.engine.result import SimResult
 
 if TYPE_CHECKING:
-    from rich.table import Table
+    pass
 
 
 def _ms(seconds: float) -> str:
@@ -42,25 +42,39 @@ def events(step: StepRecord) -> str:
     return "; ".join(parts)
 
 
-def step_table(result: SimResult, title: str | None = None, limit: int | None = None) -> Table:
-    from rich.table import Table
+def _fixed_ms(seconds: float) -> str:
+    return f"{seconds * 1000:,.1f}"  # fixed-point: 3,600,000.0, never 3.6e+06
+
+
+def step_lines(result: SimResult, limit: int | None = None, width: int = 80) -> list[str]:
+    """The per-step schedule as plain lines that fit `width` columns: fixed columns (step, start and duration in
+    ms, decodes, tokens/budget, free KV blocks after the step), then the prefill chunks as id:tokens and the
+    events, wrapped under the row."""
+    import textwrap
 
     has_kv = result.config.num_gpu_blocks is not None
-    t = Table(title=title or f"{result.policy}: per-step schedule", title_justify="left", show_lines=False)
-    for col, kw in [("step", {"justify": "right"}), ("start ms", {"justify": "right"}),
-                    ("dur ms", {"justify": "right"}), ("decodes", {"justify": "right"}), ("prefill chunks", {}),
-                    ("tokens/budget", {"justify": "right"})]:
-        t.add_column(col, **kw)
-    if has_kv:
-        t.add_column("free KV", justify="right")
-    t.add_column("events", overflow="fold")
+    cols = f"{'step':>5} {'start ms':>11} {'dur ms':>8} {'dec':>4} {'tokens':>11}" + (f" {'free KV':>7}" if has_kv
+                                                                                       else "")
+    indent = len(cols) + 2
+    if width - indent < 24:  # too narrow for the text beside the columns: it goes on lines of its own
+        indent = 8
+    lines = [cols + "  prefill chunks; events"]
     steps = result.steps if limit is None else result.steps[:limit]
     for s in steps:
-        chunks = " ".join(f"{e.id}:{e.num_scheduled_tokens}" for e in s.scheduled if e.kind is Kind.PREFILL)
-        row = [str(s.step), _ms(s.start_time), _ms(s.duration), str(s.num_decodes), chunks,
-               f"{s.total_scheduled_tokens}/{s.token_budget}"]
+        row = (f"{s.step:>5} {_fixed_ms(s.start_time):>11} {_fixed_ms(s.duration):>8} {s.num_decodes:>4} "
+               f"{f'{s.total_scheduled_tokens}/{s.token_budget}':>11}")
         if has_kv:
-            row.append(str(s.free_blocks_after_step))
-        row.append(events(s))
-        t.add_row(*row)
-    return t
+            row += f" {s.free_blocks_after_step:>7}"
+        chunks = " ".join(f"{e.id}:{e.num_scheduled_tokens}" for e in s.scheduled if e.kind is Kind.PREFILL)
+        text = "; ".join(x for x in (chunks, events(s)) if x)
+        if not text:
+            lines.append(row)
+            continue
+        wrapped = textwrap.wrap(text, max(width - indent, 24), break_on_hyphens=False)
+        if indent > len(row):
+            lines.append(f"{row}{' ' * (indent - len(row))}{wrapped[0]}")
+            wrapped = wrapped[1:]
+        else:
+            lines.append(row)
+        lines += [" " * indent + w for w in wrapped]
+    return lines

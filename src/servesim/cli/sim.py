@@ -12,11 +12,11 @@ import typer
 from servesim.analysis.metrics import longest_prompt, slot_utilization, worst_gap
 from servesim.cli.app import app
 from servesim.cli.options import Policy, SimOptions, simulating
-from servesim.cli.render import step_table
 from servesim.cli.term import LazyConsole
 from servesim.engine import simulate
 from servesim.engine.config import EngineConfig
 from servesim.engine.result import SimResult
+from servesim.errors import ConfigError
 from servesim.workloads import load_workload
 
 if TYPE_CHECKING:
@@ -48,18 +48,22 @@ def demo(
 ) -> None:
     """The seed scenario (4 short requests decoding, a 2000-token prompt arriving at 20 ms) under static,
     continuous and vllm scheduling, toy cost (1 ms per decode, 0.1 ms per prefill token), max_num_seqs 8."""
-    from servesim.analysis.explain import policy_sentence
+    import shutil
 
+    from servesim.analysis.explain import policy_sentence
+    from servesim.cli.render import step_lines
+
+    width = shutil.get_terminal_size().columns
     results = demo_results()
     for name, r in results.items():
         shown = None if steps == 0 else steps
-        title = f"{name}: per-step schedule" + (f" (first {steps} of {len(r.steps)} steps)" if shown and
-                                                 shown < len(r.steps) else "")
-        console.print(step_table(r, title=title, limit=shown))
-        console.print()
+        more = f" (first {steps} of {len(r.steps)} steps)" if shown and shown < len(r.steps) else ""
+        print(f"{name}: per-step schedule{more}")
+        print("\n".join(step_lines(r, limit=shown, width=width)))
+        print()
     console.print(summary_table(results))
     for name, r in results.items():
-        console.print(f"[bold]{name}[/bold]: {policy_sentence(r)}")
+        print(fill(f"{name}: {policy_sentence(r)}", width))
 
 
 def summary_table(results: dict[str, SimResult]) -> "Table":
@@ -84,35 +88,60 @@ def summary_table(results: dict[str, SimResult]) -> "Table":
     return t
 
 
+TRACE_ROWS = 200  # rows `trace` prints by default
+
+
 @app.command()
 @simulating
 def trace(
     opts: SimOptions,
     policy: Policy = "vllm",
-    json_path: Annotated[Path | None, typer.Option("--json", help="Write step records and timelines here.")] = None,
-    limit: Annotated[int, typer.Option(help="Rows to print (0 = all).")] = 0,
+    json_path: Annotated[Path | None, typer.Option("--json", help="Write every step record and timeline "
+                                                                  "here.")] = None,
+    limit: Annotated[int | None, typer.Option(help=f"Rows to print (0 = all). Default: the first {TRACE_ROWS}; "
+                                                  "only the steps printed (or written) keep records, so a long "
+                                                  "run stays fast.")] = None,
 ) -> None:
-    """Print the per-step schedule: step, start and duration (ms), decodes, prefill chunks as id:tokens,
-    tokens/budget, and events (arrivals, preemptions, finishes, and why each waiting request got nothing)."""
+    """Print the per-step schedule: step, start and duration (ms), decodes, tokens/budget, free KV blocks,
+    prefill chunks as id:tokens, and events (arrivals, preemptions, finishes, and why each waiting request got
+    nothing); then one sentence on the longest prompt and the worst gap between tokens."""
+    import shutil
+
     from servesim.analysis.explain import policy_sentence
     from servesim.cli.analysis import note, rejected_note
+    from servesim.cli.render import step_lines
     from servesim.export.json_records import result_to_dict, write_json
     from servesim.export.paths import check_output_file
 
     if json_path:
         check_output_file(json_path, "--json")
+    if limit is not None and limit < 0:
+        raise ConfigError(f"--limit {limit}: expected a number of rows >= 0 (0 = all)")
+    rows = TRACE_ROWS if limit is None else limit or None
     cfg, cm = opts.engine_config(policy), opts.cost_model()
-    result = simulate(opts.requests(), cfg, policy, cm)
+    result = simulate(opts.requests(), cfg, policy, cm, max_records=None if json_path else rows)
     note(opts.lesson_note(policy))
     rejected_note(result)
-    console.print(step_table(result, limit=limit or None))
+    width = shutil.get_terminal_size().columns
+    print("\n".join(step_lines(result, limit=rows, width=width)))
+    total = len(result.step_log)
+    if rows is not None and total > rows:
+        print(f"... the first {rows:,} of {total:,} steps: --limit N prints more, --limit 0 all, --json FILE "
+              "writes every record")
     if result.preemptions:
-        console.print(f"{len(result.preemptions)} preemptions; recomputed tokens {result.recomputed_tokens} "
-                      f"(recompute tax {result.recompute_tax:.1%})")
-    console.print(policy_sentence(result))
+        n = len(result.preemptions)
+        print(f"{n:,} preemption{'s' if n != 1 else ''}; recomputed tokens {result.recomputed_tokens:,} "
+              f"(recompute tax {result.recompute_tax:.1%})")
+    print(fill(policy_sentence(result), width))
     if json_path:
         write_json(json_path, result_to_dict(result))
-        console.print(f"wrote {json_path}")
+        print(f"wrote {json_path}")
+
+
+def fill(text: str, width: int) -> str:
+    import textwrap
+
+    return textwrap.fill(text, max(width, 40), break_on_hyphens=False)
 
 
 @app.command()

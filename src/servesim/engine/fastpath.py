@@ -111,7 +111,7 @@ class FastPath:
         Full records go step by step instead, for every waiting request's reason."""
         n, kv = self.n, engine.kv
         if (not n or n != len(engine.running) or out.scheduled or out.preempted or out.swap_in_blocks
-                or engine.record == "full"):
+                or engine.reasons):
             return False
         if kv.free_blocks is not None:
             kv.free_blocks += self.growth
@@ -221,6 +221,8 @@ def _stretch_records(engine: Engine, plan: Stretch, members: list[RequestState],
     last = [s.request.output_len - s.num_output_tokens - (first - s.decoding_since) == k for s in members]
     arrivals, budget, emit = tuple(engine.arrivals), engine.config.max_num_batched_tokens, engine.emit
     for j in range(k):
+        if not engine.keep_records:  # max_records reached in this stretch
+            break
         entries = tuple(cohort_entries(members, [c + j for c in contexts], bs, cohort.grows))
         fin = tuple(ids[i] for i in range(n) if last[i]) if j == k - 1 else ()
         freed = sum(e.num_blocks for e, done in zip(entries, last) if done) if fin else 0

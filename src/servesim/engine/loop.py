@@ -35,6 +35,7 @@ def simulate(
     fast: bool = True,
     progress: Callable[[float, int, int, int], None] | None = None,
     sink: Callable[[StepRecord], None] | None = None,
+    max_records: int | None = None,
 ) -> SimResult:
     """Run `requests` through `policy` and return step records, per-request timelines and preemptions.
 
@@ -45,12 +46,16 @@ def simulate(
     `progress(now, finished, total, waiting)` is called every few thousand iterations (for a progress bar).
     `sink`: each step record (at record "full" or "steps") goes to it instead of into the result, so a large run
     can stream its records to disk (`servesim.export.parquet.ParquetRecords`) without holding them.
+    `max_records`: keep the records of the first N steps only (a trace's first rows), then run as at "summary":
+    the step log and timelines still cover every step.
     """
     if record not in RECORD_LEVELS:
         raise ConfigError(f"unknown record level {record!r}; valid: {', '.join(RECORD_LEVELS)}")
     cost_model = get_cost_model(cost) if isinstance(cost, str) else cost
     cfg = resolve_config(config or EngineConfig(), policy, requests, cost_model)
-    engine = Engine(requests, cfg, policy, cost_model, record, sink,
+    if max_records is not None and max_records < 0:
+        raise ConfigError(f"max_records must be >= 0, got {max_records}")
+    engine = Engine(requests, cfg, policy, cost_model, record, sink, max_records,
                     fast=fast and not cfg.async_scheduling and not check_invariants, check_invariants=check_invariants)
     engine.run(progress)
     return engine.result()
@@ -59,19 +64,28 @@ def simulate(
 class Engine:
     """One run's state between iterations: the scheduler and its queues, the clock, the records written so far."""
 
-    __slots__ = ("policy", "config", "cost", "sched", "kv", "running", "record", "keep_records", "steps", "emit",
+    __slots__ = ("policy", "config", "cost", "sched", "kv", "running", "record", "keep_records", "reasons", "steps",
+                 "emit", "records_left",
                  "log", "fast", "states", "rejected", "arriving", "arrival_times", "nxt", "next_arrival", "now",
                  "step", "n_done", "arrivals",
-                 "release", "preemptions", "swap_seconds_per_block", "check_invariants")
+                 "release", "preemptions", "swap_seconds_per_block", "check_invariants", "_sink")
 
     def __init__(self, requests: Sequence[Request], cfg: EngineConfig, policy: str, cost: CostModel, record: str,
-                 sink: Callable[[StepRecord], None] | None, fast: bool, check_invariants: bool) -> None:
+                 sink: Callable[[StepRecord], None] | None, max_records: int | None, fast: bool,
+                 check_invariants: bool) -> None:
         self.policy, self.config, self.cost, self.record = policy, cfg, cost, record
         self.sched: Scheduler = make_scheduler(policy, cfg, explain=record == "full")
         self.kv, self.running = self.sched.kv, self.sched.running
-        self.keep_records = record != "summary"
+        self.keep_records = record != "summary"  # step records are being written
+        self.reasons = record == "full"  # ... with why each waiting request got nothing
         self.steps: list[StepRecord] = []
         self.emit = self.steps.append if sink is None else sink
+        self.records_left = max_records
+        if max_records is not None:
+            self.emit = self._emit_first
+            self._sink = self.steps.append if sink is None else sink
+            if max_records == 0:
+                self.stop_recording()
         self.log = StepLog()
         self.fast = (FastPath(cost, cfg.block_size, not self.sched.reserves_lifetime_kv, cfg.policy == "priority")
                      if fast else StepByStep())
@@ -109,6 +123,19 @@ class Engine:
             if fast.stretch_blocked(self, out):  # the queue cannot move until a decode finishes or a request arrives
                 continue
             self.run_step(out, decodes_ahead)
+
+    def _emit_first(self, record: StepRecord) -> None:
+        """`max_records`: the first records go to the sink; then the run goes on without records."""
+        if self.records_left > 0:
+            self._sink(record)
+            self.records_left -= 1
+        if self.records_left <= 0 and self.keep_records:
+            self.stop_recording()
+
+    def stop_recording(self) -> None:
+        self.keep_records = self.reasons = False
+        self.sched.explain = False
+        self.arrivals = []
 
     def add_arrivals(self) -> None:
         """Every request with `arrival_time <= now` joins the waiting queue."""
