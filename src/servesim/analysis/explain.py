@@ -5,17 +5,10 @@ from __future__ import annotations
 from collections import Counter
 
 from servesim.analysis.metrics import longest_prompt, worst_gap
-from servesim.engine.records import Kind, Reason
+from servesim.analysis.words import ms, number
+from servesim.analysis.words import plural as _plural
+from servesim.engine.records import Reason
 from servesim.engine.result import SimResult
-
-
-def ms(seconds: float) -> str:
-    text = f"{seconds * 1000:.4g}"
-    return f"{text if 'e' not in text else f'{seconds * 1000:.0f}'} ms"  # 12345 ms, not 1.234e+04 ms
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}{'' if n == 1 else 's'}"
 
 
 def gap_cause(result: SimResult, g) -> str:
@@ -34,7 +27,7 @@ def gap_cause(result: SimResult, g) -> str:
 
 
 def _resumed_step(result: SimResult, rid: str, preempted_in: int) -> int | None:
-    return next((s.step for s in result.steps[preempted_in + 1:] if any(e.id == rid for e in s.scheduled)), None)
+    return next((s.step for s in result.steps[preempted_in + 1:] if s.scheduled.has(rid)), None)
 
 
 def prefill_phases(result: SimResult, rid: str) -> list[list[tuple[int, int]]]:
@@ -45,8 +38,8 @@ def prefill_phases(result: SimResult, rid: str) -> list[list[tuple[int, int]]]:
     cuts = sorted(p.step for p in result.preemptions if p.id == rid)
     phases: list[list[tuple[int, int]]] = [[] for _ in range(len(cuts) + 1)]
     for s in result.steps:
-        for e in s.scheduled:
-            if e.id == rid and e.kind is Kind.PREFILL:
+        for e in s.scheduled.prefill():
+            if e.id == rid:
                 phases[bisect_right(cuts, s.step)].append((s.step, e.num_scheduled_tokens))
     return phases
 
@@ -142,7 +135,7 @@ def _steps_text(first: int, last: int) -> str:
 def step_cause(result: SimResult, step: int, victim: str | None = None) -> str:
     """What a step carried, e.g. "252 prefill tokens of L beside 4 decodes"."""
     s = result.steps[step]
-    chunks = [(e.id, e.num_scheduled_tokens) for e in s.scheduled if e.kind is Kind.PREFILL and e.id != victim]
+    chunks = [(e.id, e.num_scheduled_tokens) for e in s.scheduled.prefill() if e.id != victim]
     decodes = f"{s.num_decodes} decode{'s' if s.num_decodes != 1 else ''}"
     if not chunks:
         return decodes
@@ -163,8 +156,8 @@ def bound_sentence(result: SimResult) -> str:
     cfg = result.config
     fill = {"budget": cfg.max_num_batched_tokens, "seqs": cfg.max_num_seqs,
             "threshold": cfg.long_prefill_token_threshold}
-    parts = [f"{n} by {_BOUND_TEXT[b].format(**fill)}" for b, n in counts.most_common()]
-    return f"Of {len(result.steps)} steps, {_join(parts)}."
+    parts = [f"{n:,} by {_BOUND_TEXT[b].format(**fill)}" for b, n in counts.most_common()]
+    return f"Of {len(result.steps):,} steps, {_join(parts)}."
 
 
 def _held_text(result: SimResult, rid: str, first: int, last: int) -> tuple[float, list[str]]:
@@ -194,7 +187,7 @@ def _wait_text(result: SimResult, rid: str) -> str:
     r = result.request(rid)
     if r.first_scheduled_time is None:
         return f"{rid} arrived at {ms(r.arrival_time)} and was never scheduled."
-    first = next(s for s in result.steps if any(e.id == rid for e in s.scheduled))
+    first = next(s for s in result.steps if s.scheduled.has(rid))
     queued = r.first_scheduled_time - r.arrival_time
     head = f"{rid} arrived at {ms(r.arrival_time)} and was first scheduled in step {first.step} " \
            f"({ms(r.first_scheduled_time)})"
@@ -306,8 +299,8 @@ def explain_run(result: SimResult, unchunked: SimResult | None = None) -> list[s
         return out
     m = benchmark_metrics(result)
     worst = max(done, key=lambda r: r.ttft)
-    out.append(f"The highest TTFT was {worst.id}'s {ms(worst.ttft)} (mean {m['ttft'].mean:.4g} ms, median "
-               f"{m['ttft'].median:.4g} ms). " + explain_request(result, worst.id)[1])
+    out.append(f"The highest TTFT was {worst.id}'s {ms(worst.ttft)} (mean {number(m['ttft'].mean)} ms, median "
+               f"{number(m['ttft'].median)} ms). " + explain_request(result, worst.id)[1])
     gap = worst_gap(result)
     if gap is not None and gap.step is not None:
         g = _token_gap(result, gap)

@@ -6,7 +6,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from servesim.engine.records import Kind
 from servesim.engine.result import SimResult
 
 
@@ -67,8 +66,7 @@ def slot_utilization(result: SimResult) -> float:
 
 def prefill_chunks(result: SimResult, request_id: str) -> list[int]:
     """Sizes of the prompt chunks a request was prefilled in (recomputation after a preemption included)."""
-    return [e.num_scheduled_tokens for s in result.steps for e in s.scheduled
-            if e.id == request_id and e.kind is Kind.PREFILL]
+    return [e.num_scheduled_tokens for s in result.steps for e in s.scheduled.prefill() if e.id == request_id]
 
 
 def prompt_tokens_processed(result: SimResult) -> int:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from servesim.analysis.breakdown import step_log
+from servesim.analysis.words import number
 from servesim.engine.result import SimResult
 
 RATE_MARGIN = 1.10
@@ -43,13 +44,14 @@ class Overload:
     def sentence(self) -> str:
         t0, t1 = (t * 1000 for t in self.window)
         if t1 <= t0:
-            return f"All requests arrived at once ({t0:.4g} ms): a closed batch, with no arrival rate to outpace."
+            return f"All requests arrived at once ({number(t0)} ms): a closed batch, with no arrival rate to outpace."
         if self.arrivals < MIN_ARRIVALS:
-            return (f"Too few arrivals to judge the queue's stability ({self.arrivals} over {t0:.4g}-{t1:.4g} ms; "
-                    f"it takes {MIN_ARRIVALS}).")
-        evidence = (f"requests arrived at {self.arrival_rate:.4g} req/s and completed at {self.completion_rate:.4g} "
-                    f"req/s while they arrived ({t0:.4g}-{t1:.4g} ms); the waiting queue went from "
-                    f"{self.queue_start} to {self.queue_end} (trend {self.queue_slope:+.4g} req/s)")
+            return (f"Too few arrivals to judge the queue's stability ({self.arrivals} over "
+                    f"{number(t0)}-{number(t1)} ms; it takes {MIN_ARRIVALS}).")
+        evidence = (f"requests arrived at {number(self.arrival_rate)} req/s and completed at "
+                    f"{number(self.completion_rate)} req/s while they arrived ({number(t0)}-{number(t1)} ms); "
+                    f"the waiting queue went from {self.queue_start} to {self.queue_end} "
+                    f"(trend {number(self.queue_slope, sign=True)} req/s)")
         if self.overloaded:
             return (f"OVERLOADED: {evidence}. The queue grows without bound, so tail latencies grow with the run's "
                     "length: they describe this run, not a steady state.")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from servesim.engine.records import Kind, StepRecord
+from servesim.engine.records import StepRecord
 from servesim.engine.result import SimResult
 
 if TYPE_CHECKING:
@@ -25,7 +25,7 @@ def events(step: StepRecord) -> str:
         parts.append(f"swapped out {step.swap_out_blocks} blocks")
     if step.swap_in_blocks:
         parts.append(f"swapped in {step.swap_in_blocks} blocks")
-    resumed = [e.id for e in step.scheduled if e.resumed]
+    resumed = [e.id for e in step.scheduled.rest if e.resumed]  # the decode cohort never resumes
     if resumed:
         parts.append("resumed " + ",".join(resumed))
     if step.finished:
@@ -65,7 +65,7 @@ def step_lines(result: SimResult, limit: int | None = None, width: int = 80) -> 
                f"{f'{s.total_scheduled_tokens}/{s.token_budget}':>11}")
         if has_kv:
             row += f" {s.free_blocks_after_step:>7}"
-        chunks = " ".join(f"{e.id}:{e.num_scheduled_tokens}" for e in s.scheduled if e.kind is Kind.PREFILL)
+        chunks = " ".join(f"{e.id}:{e.num_scheduled_tokens}" for e in s.scheduled.prefill())
         text = "; ".join(x for x in (chunks, events(s)) if x)
         if not text:
             lines.append(row)
@@ -78,3 +78,23 @@ def step_lines(result: SimResult, limit: int | None = None, width: int = 80) -> 
             lines.append(row)
         lines += [" " * indent + w for w in wrapped]
     return lines
+
+
+def text_table(header: list[str], rows: list[list[str]], right: set[int] = frozenset(), width: int = 80) -> str:
+    """Plain aligned columns, two spaces apart; the last column is left-aligned and wraps to `width`."""
+    import textwrap
+
+    cols = list(zip(header, *rows))
+    widths = [max(len(c) for c in col) for col in cols[:-1]]
+    indent = sum(widths) + 2 * len(widths)
+    room = max(width - indent, 12)
+
+    def line(cells: list[str]) -> list[str]:
+        head = "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+        tail = textwrap.wrap(cells[-1], room) or [""]
+        return [f"{head}  {tail[0]}".rstrip()] + [" " * indent + t for t in tail[1:]]
+
+    out = line(header)
+    for r in rows:
+        out += line(r)
+    return "\n".join(out)

@@ -162,7 +162,7 @@ def conform(
 ) -> None:
     """Run a conformance scenario with the vllm policy on a step clock (every step costs 1.0); with --expected,
     exit 0 on an exact match, else print the first differing step side by side and exit 1."""
-    from servesim.conformance import first_difference, load_scenario, run_scenario, to_trace
+    from servesim.conformance import first_difference, load_scenario, load_trace, run_scenario, to_trace
     from servesim.export.json_records import write_json
     from servesim.export.paths import check_output_file
 
@@ -176,7 +176,7 @@ def conform(
     if expected is None:
         console.print(f"{len(actual['steps'])} steps, {actual['summary']['total_preemptions']} preemptions")
         return
-    exp = load_scenario_trace(expected)
+    exp = load_trace(expected)
     diff = first_difference(exp, actual)
     if diff is None:
         console.print(f"[green]match[/green]: {len(actual['steps'])} steps identical to {expected}")
@@ -190,17 +190,3 @@ def conform(
     t.add_row(json.dumps(want), json.dumps(got))
     console.print(t)
     raise typer.Exit(1)
-
-
-def load_scenario_trace(path: Path) -> dict:
-    from servesim.errors import WorkloadError
-
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise WorkloadError(f"{path}: no such file") from None
-    except json.JSONDecodeError as e:
-        raise WorkloadError(f"{path}: line {e.lineno}: not valid JSON ({e.msg})") from None
-    if "steps" not in data:
-        raise WorkloadError(f"{path}: missing field 'steps'; expected a trace in the conformance format")
-    return data

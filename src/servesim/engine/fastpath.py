@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from servesim.cost import CostModel, StepShape
 from servesim.engine.cohort import DecodeCohort
-from servesim.engine.records import Kind, ScheduledEntry, StepRecord
+from servesim.engine.records import Scheduled, ScheduledEntry, StepRecord
 from servesim.engine.request import RequestState
 from servesim.engine.stretch import Stretch, plan_stretch, step_duration
 
@@ -48,8 +48,8 @@ class StepByStep:
     def step_time(self, cost: CostModel, step: int, rest: StepShape) -> float:
         return cost.step_time(rest)
 
-    def entries(self, running: list[RequestState], step: int) -> list[ScheduledEntry]:
-        return []
+    def scheduled(self, running: list[RequestState], step: int, rest: tuple[ScheduledEntry, ...]) -> Scheduled:
+        return Scheduled(rest)
 
     def finishing(self, engine: Engine, end: float) -> list[str]:
         return []
@@ -129,13 +129,18 @@ class FastPath:
         cohort = self.cohort
         return step_duration(cost, self.n, cohort.base + self.n * step, rest, self.contexts)
 
-    def entries(self, running: list[RequestState], step: int) -> list[ScheduledEntry]:
-        """The step record's entries of the cohort's decodes."""
+    def scheduled(self, running: list[RequestState], step: int, rest: tuple[ScheduledEntry, ...]) -> Scheduled:
+        """The step record's entries: the cohort's decodes, then `rest`."""
         if not self.n:
-            return []
+            return Scheduled(rest)
+        return self._decodes(running[:self.n], self.contexts or self.cohort.contexts(running, step), 0, rest)
+
+    def _decodes(self, members: list[RequestState], contexts: list[int], offset: int,
+                 rest: tuple[ScheduledEntry, ...] = ()) -> Scheduled:
         cohort = self.cohort
-        return cohort_entries(running[:self.n], self.contexts or cohort.contexts(running, step), cohort.block_size,
-                              cohort.grows)
+        blocks = None if cohort.grows else tuple(s.num_blocks for s in members)
+        return Scheduled(rest, tuple(s.request_id for s in members), tuple(contexts), offset, blocks,
+                         cohort.block_size)
 
     def finishing(self, engine: Engine, end: float) -> list[str]:
         """Members that sample their last token this step finish; their ids in running order."""
@@ -195,7 +200,7 @@ class FastPath:
         if engine.keep_records:
             members = sched.running[:n]
             contexts = self.contexts or cohort.contexts(sched.running, first)
-            _stretch_records(engine, plan, members, contexts, cohort, free_after, num_waiting)
+            _stretch_records(engine, plan, members, contexts, self, free_after, num_waiting)
         done = cohort.finishing(last) if cohort.heap[0][0] <= last else ()
         for s in done:
             s.finish_time = plan.end
@@ -204,32 +209,26 @@ class FastPath:
         return len(done)
 
 
-def cohort_entries(members: list[RequestState], contexts: list[int], block_size: int,
-                   grows: bool) -> list[ScheduledEntry]:
-    """The records' entries of the cohort's one-token decodes in a step (members before it, `contexts` each)."""
-    return [ScheduledEntry(s.request_id, 1, Kind.DECODE, c, c + 1, False, True,
-                           -(-(c + 1) // block_size) if grows else s.num_blocks)
-            for s, c in zip(members, contexts)]
-
-
 def _stretch_records(engine: Engine, plan: Stretch, members: list[RequestState], contexts: list[int],
-                     cohort: DecodeCohort, free_after: list[int], num_waiting: int) -> None:
-    """The step records a step-by-step run would have written for the stretch."""
-    k, n, bs, first = plan.k, len(members), cohort.block_size, engine.step
+                     fast: FastPath, free_after: list[int], num_waiting: int) -> None:
+    """The step records a step-by-step run would have written for the stretch (the members' ids and contexts
+    shared by all of them)."""
+    k, n, bs, first = plan.k, len(members), fast.cohort.block_size, engine.step
     unlimited = engine.kv.free_blocks is None
     ids = [s.request_id for s in members]
     last = [s.request.output_len - s.num_output_tokens - (first - s.decoding_since) == k for s in members]
     arrivals, budget, emit = tuple(engine.arrivals), engine.config.max_num_batched_tokens, engine.emit
+    shared = fast._decodes(members, contexts, 0)
     for j in range(k):
         if not engine.keep_records:  # max_records reached in this stretch
             break
-        entries = tuple(cohort_entries(members, [c + j for c in contexts], bs, cohort.grows))
+        scheduled = Scheduled((), shared.ids, shared.contexts, j, shared.blocks, bs)
         fin = tuple(ids[i] for i in range(n) if last[i]) if j == k - 1 else ()
-        freed = sum(e.num_blocks for e, done in zip(entries, last) if done) if fin else 0
+        freed = sum(scheduled.decode(i).num_blocks for i in range(n) if last[i]) if fin else 0
         free = None if unlimited else free_after[j]
         emit(StepRecord(
             step=first + j, start_time=plan.times[j], duration=plan.durations[j],
-            arrivals=arrivals if j == 0 else (), scheduled=entries, preempted=(), finished=fin, waiting=(),
+            arrivals=arrivals if j == 0 else (), scheduled=scheduled, preempted=(), finished=fin, waiting=(),
             num_running_after=n - len(fin), num_waiting_after=num_waiting,
             free_blocks_after_schedule=free, free_blocks_after_step=None if free is None else free + freed,
             token_budget=budget,

@@ -166,9 +166,9 @@ class Engine:
         swap_time = (out.swap_in_blocks + out.swap_out_blocks) * self.swap_seconds_per_block
         duration = fast.step_time(self.cost, self.step, rest) + swap_time
         end = now + duration
-        entries = []
+        scheduled = None
         if self.keep_records:
-            entries = fast.entries(running, self.step) + scheduled_entries(items, out)
+            scheduled = fast.scheduled(running, self.step, tuple(scheduled_entries(items, out)))
         observed = self.release_finished() if self.release else []
         finished = fast.finishing(self, end)
         finished += self.advance(items, out, end)
@@ -181,7 +181,7 @@ class Engine:
         if self.keep_records:
             self.emit(StepRecord(
                 step=self.step, start_time=now, duration=duration, arrivals=tuple(self.arrivals),
-                scheduled=tuple(entries), preempted=tuple(s.request_id for s in out.preempted),
+                scheduled=scheduled, preempted=tuple(s.request_id for s in out.preempted),
                 finished=tuple(finished), waiting=tuple(out.waiting),
                 num_running_after=len(running), num_waiting_after=num_waiting,
                 free_blocks_after_schedule=free_after_schedule, free_blocks_after_step=kv.free_blocks,

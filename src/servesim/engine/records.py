@@ -7,6 +7,7 @@ the conformance traces recorded from vLLM v1 (`../shared/conformance/traces/`).
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -64,13 +65,94 @@ class Preemption:
     repeat: bool  # the victim had been preempted before (thrash)
 
 
+class Scheduled(Sequence[ScheduledEntry]):
+    """A step's scheduled entries: the decode cohort's one-token decodes first, then what `schedule()` chose.
+
+    Most steps of a long run are the cohort's decodes, and one `ScheduledEntry` object per decode costs ~2.5 us
+    and ~100 bytes (a one-hour trace at record="full": ~12 M of them). The cohort's part is kept as the ids and
+    contexts shared by every step of a stretch plus the step's offset, and an entry is made only when read. A
+    read-only sequence equal to the tuple of its entries; the reads that scan every step (`has`, `prefill`,
+    `rest`, the token counts) never make the cohort's entries.
+    """
+
+    __slots__ = ("ids", "contexts", "offset", "blocks", "block_size", "rest")
+
+    def __init__(self, rest: tuple[ScheduledEntry, ...] = (), ids: tuple[str, ...] = (),
+                 contexts: tuple[int, ...] = (), offset: int = 0, blocks: tuple[int, ...] | None = None,
+                 block_size: int = 16) -> None:
+        self.rest = rest  # what schedule() chose, in order
+        self.ids = ids  # the cohort's members, in running order
+        self.contexts = contexts  # each member's num_computed_tokens `offset` steps before this one
+        self.offset = offset
+        self.blocks = blocks  # members' blocks when they do not grow (lifetime reservation), else None
+        self.block_size = block_size
+
+    def decode(self, i: int) -> ScheduledEntry:
+        c = self.contexts[i] + self.offset
+        blocks = -(-(c + 1) // self.block_size) if self.blocks is None else self.blocks[i]
+        return ScheduledEntry(self.ids[i], 1, Kind.DECODE, c, c + 1, False, True, blocks)
+
+    def __len__(self) -> int:
+        return len(self.ids) + len(self.rest)
+
+    def __getitem__(self, i):  # type: ignore[override]
+        if isinstance(i, slice):
+            return tuple(self)[i]
+        n = len(self.ids)
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError("Scheduled index out of range")
+        return self.decode(i) if i < n else self.rest[i - n]
+
+    def __iter__(self) -> Iterator[ScheduledEntry]:
+        for i in range(len(self.ids)):
+            yield self.decode(i)
+        yield from self.rest
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Scheduled | tuple | list):
+            return len(self) == len(other) and tuple(self) == tuple(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return f"Scheduled({tuple(self)!r})"
+
+    # -- reads that scan every step without making the cohort's entries -------------------------------------------
+    def has(self, request_id: str) -> bool:
+        return request_id in self.ids or any(e.id == request_id for e in self.rest)
+
+    def prefill(self) -> list[ScheduledEntry]:
+        """The prompt chunks (the cohort's entries are all decodes)."""
+        return [e for e in self.rest if e.kind is Kind.PREFILL]
+
+    @property
+    def total_tokens(self) -> int:
+        return len(self.ids) + sum(e.num_scheduled_tokens for e in self.rest)
+
+    @property
+    def num_decodes(self) -> int:
+        return len(self.ids) + sum(e.kind is Kind.DECODE for e in self.rest)
+
+    @property
+    def prefill_tokens(self) -> int:
+        return sum(e.num_scheduled_tokens for e in self.rest if e.kind is Kind.PREFILL)
+
+
+def as_scheduled(entries: Sequence[ScheduledEntry]) -> Scheduled:
+    return entries if isinstance(entries, Scheduled) else Scheduled(tuple(entries))
+
+
 @dataclass(frozen=True, slots=True)
 class StepRecord:
     step: int
     start_time: float  # seconds
     duration: float  # seconds, cost model plus swap traffic
     arrivals: tuple[str, ...]
-    scheduled: tuple[ScheduledEntry, ...]
+    scheduled: Scheduled  # a sequence of ScheduledEntry (a tuple given here is taken as one)
     preempted: tuple[str, ...]
     finished: tuple[str, ...]  # produced their last token in this step
     waiting: tuple[Waiting, ...]  # requests present that got nothing, with why
@@ -83,21 +165,25 @@ class StepRecord:
     swap_out_blocks: int = 0
     finished_observed: tuple[str, ...] = ()  # async scheduling: finishes whose blocks come back this step
 
+    def __post_init__(self) -> None:
+        if type(self.scheduled) is not Scheduled:
+            object.__setattr__(self, "scheduled", as_scheduled(self.scheduled))
+
     @property
     def end_time(self) -> float:
         return self.start_time + self.duration
 
     @property
     def total_scheduled_tokens(self) -> int:
-        return sum(e.num_scheduled_tokens for e in self.scheduled)
+        return self.scheduled.total_tokens
 
     @property
     def num_decodes(self) -> int:
-        return sum(e.kind is Kind.DECODE for e in self.scheduled)
+        return self.scheduled.num_decodes
 
     @property
     def prefill_tokens(self) -> int:
-        return sum(e.num_scheduled_tokens for e in self.scheduled if e.kind is Kind.PREFILL)
+        return self.scheduled.prefill_tokens
 
 
 class TokenClock:
@@ -165,3 +251,4 @@ class RequestTimeline:
     @property
     def e2el(self) -> float | None:
         return None if self.finish_time is None else self.finish_time - self.arrival_time
+

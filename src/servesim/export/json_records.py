@@ -25,7 +25,10 @@ def _plain(value: Any) -> Any:
 
 
 def step_to_dict(step: StepRecord) -> dict[str, Any]:
-    d = _plain(asdict(step))
+    d = {f.name: getattr(step, f.name) for f in fields(step)}
+    d["scheduled"] = [asdict(e) for e in step.scheduled]
+    d["waiting"] = [asdict(w) for w in step.waiting]
+    d = _plain(d)
     d["total_scheduled_tokens"] = step.total_scheduled_tokens
     return d
 
