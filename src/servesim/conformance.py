@@ -1,22 +1,35 @@
 """Run scenarios in the format of `../shared/conformance/` and compare with traces recorded from vLLM v1.
 
 Time in the fixtures is counted in steps: every step costs 1.0 and `arrival_time = arrival_step`. A request is
-added before the first step whose index is >= its arrival, so fractional arrival times round up.
+added before the first step whose index is >= its arrival, so fractional arrival times round up. A bad scenario or
+trace file is refused in one line, `FILE:LINE: field: what was expected`.
 """
 
 from __future__ import annotations
 
-import json
+import gzip
 import math
+import zlib
 from pathlib import Path
 from typing import Any
 
 from servesim.cost import UnitCost
+from servesim.cost.specs import (
+    InputDoc,
+    check_keys,
+    decode_input,
+    is_finite,
+    is_int,
+    is_real,
+    parse_json_input,
+    read_input_bytes,
+)
 from servesim.engine import simulate
 from servesim.engine.config import EngineConfig
 from servesim.engine.request import Request
+from servesim.engine.resolve import resolve_config
 from servesim.engine.result import SimResult
-from servesim.errors import WorkloadError
+from servesim.errors import ConfigError, WorkloadError
 
 CONFIG_KEYS = (
     "max_num_batched_tokens", "max_num_seqs", "enable_chunked_prefill", "long_prefill_token_threshold",
@@ -25,24 +38,164 @@ CONFIG_KEYS = (
 ENTRY_KEYS = ("id", "num_scheduled_tokens", "kind", "num_blocks")
 STEP_KEYS = ("preempted", "finished", "free_blocks_after_schedule", "free_blocks_after_step")
 
+# The scenario format (../shared/conformance/README.md, and round2/README.md's additions): every key it has.
+SCENARIO_KEYS = ("name", "description", "config", "requests")
+REQUIRED_CONFIG = ("max_num_batched_tokens", "max_num_seqs", "enable_chunked_prefill", "block_size",
+                   "num_gpu_blocks", "long_prefill_token_threshold", "policy")
+SCENARIO_CONFIG_KEYS = (*REQUIRED_CONFIG, "watermark", "scheduler_reserve_full_isl", "async_scheduling",
+                        "max_model_len", "step_duration", "enable_prefix_caching", "prefix_caching_hash_algo")
+REQUEST_KEYS = ("id", "arrival_step", "arrival_time", "prompt_len", "output_len", "priority", "hash_ids")
+SCENARIO = "a conformance scenario: a JSON object with 'config' and 'requests' (see ../shared/conformance)"
+TRACE = "a conformance trace: a JSON object (or .json.gz) with 'steps' (see ../shared/conformance)"
 
-def load_scenario(path: str | Path) -> dict[str, Any]:
-    try:
-        scenario = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise WorkloadError(f"{path}: no such file") from None
-    except json.JSONDecodeError as e:
-        raise WorkloadError(f"{path}: line {e.lineno}: not valid JSON ({e.msg})") from None
+
+def _check_config(doc: InputDoc, c: Any) -> None:
+    """Every key known and required one present, each value of its type and range (as EngineConfig's fields)."""
+    if not isinstance(c, dict):
+        doc.fail_type(("config",), c, "an object of scheduler settings", ConfigError)
+    check_keys(doc, c, ("config",), SCENARIO_CONFIG_KEYS, ConfigError)
+    for key in REQUIRED_CONFIG:
+        if key not in c:
+            doc.fail(("config", key), "missing field; the scenario's config needs "
+                     + ", ".join(REQUIRED_CONFIG), ConfigError)
+    for key, value in c.items():
+        where = ("config", key)
+        if key in ("max_num_batched_tokens", "max_num_seqs", "block_size", "max_model_len", "num_gpu_blocks"):
+            low = 2 if key == "num_gpu_blocks" else 1  # one block is vLLM's null block
+            ok, expected = is_int(value) and value >= low, f"an integer >= {low}"
+        elif key == "long_prefill_token_threshold":
+            ok, expected = is_int(value) and value >= 0, "an integer >= 0 (0 = off)"
+        elif key in ("enable_chunked_prefill", "scheduler_reserve_full_isl", "async_scheduling",
+                     "enable_prefix_caching"):
+            ok, expected = isinstance(value, bool), "true or false"
+        elif key == "policy":
+            ok, expected = value in ("fcfs", "priority"), '"fcfs" or "priority"'
+        elif key == "watermark":
+            ok, expected = is_real(value) and 0 <= value < 1, "a fraction of num_gpu_blocks in [0, 1)"
+        elif key == "step_duration":
+            ok, expected = is_finite(value) and value > 0, "a finite number of seconds > 0"
+        else:  # prefix_caching_hash_algo
+            ok, expected = isinstance(value, str), "a string"
+        if not ok:
+            doc.fail_type(where, value, expected, ConfigError)
+    if c.get("enable_prefix_caching"):
+        doc.fail(("config", "enable_prefix_caching"), "servesim simulates no prefix cache; expected false or absent",
+                 ConfigError)
+
+
+def _check_request(doc: InputDoc, r: Any, i: int, seen: dict[str, int], step_duration: float) -> None:
+    where = ("requests", i)
+    if not isinstance(r, dict):
+        doc.fail_type(where, r, "a request object with id, arrival_step, prompt_len and output_len")
+    check_keys(doc, r, where, REQUEST_KEYS)
+    for key in ("id", "prompt_len", "output_len"):
+        if key not in r:
+            doc.fail((*where, key), "missing field; a request needs id, arrival_step (or arrival_time), prompt_len "
+                     "and output_len")
+    rid = r["id"]
+    if not (isinstance(rid, str) or is_int(rid)) or str(rid) == "":
+        doc.fail_type((*where, "id"), rid, "a non-empty string or an integer")
+    if str(rid) in seen:
+        doc.fail((*where, "id"), f"expected every id once, {rid!r} is also requests[{seen[str(rid)]}]'s")
+    seen[str(rid)] = i
+    arrivals = [k for k in ("arrival_step", "arrival_time") if k in r]
+    if len(arrivals) != 1:
+        doc.fail((*where, arrivals[-1] if arrivals else "arrival_step"),
+                 "expected exactly one of arrival_step and arrival_time" + ("" if arrivals else "; missing"))
+    t = r[arrivals[0]]
+    step = 1.0 if arrivals[0] == "arrival_step" else step_duration
+    if not (is_finite(t) and t >= 0):
+        doc.fail_type((*where, arrivals[0]), t, "a finite number >= 0")
+    if not math.isfinite(t / step):
+        doc.fail_type((*where, arrivals[0]), t, "a time whose step, arrival_time / step_duration, is finite")
+    for key in ("prompt_len", "output_len"):
+        if not is_int(r[key]) or r[key] < 1:
+            doc.fail_type((*where, key), r[key], "an integer >= 1")
+    if r.get("priority") is not None and not is_int(r["priority"]):
+        doc.fail_type((*where, "priority"), r["priority"], "an integer (lower runs first)")
+    hashes = r.get("hash_ids")
+    if hashes is not None and not (isinstance(hashes, list) and all(is_int(h) for h in hashes)):
+        doc.fail_type((*where, "hash_ids"), hashes, "a list of integers")
+
+
+def check_scenario(scenario: Any, doc: InputDoc) -> dict[str, Any]:
+    """Refuse, with `FILE:LINE: field: what was expected`, anything the scenario format does not allow, and any
+    configuration the engine would refuse; return the scenario unchanged."""
+    if not isinstance(scenario, dict):
+        doc.fail_type((), scenario, "a JSON object with 'config' and 'requests'")
+    check_keys(doc, scenario, (), SCENARIO_KEYS)
     for key in ("config", "requests"):
         if key not in scenario:
-            raise WorkloadError(f"{path}: missing field {key!r}; expected a scenario with 'config' and 'requests'")
+            doc.fail((key,), "missing field; expected a scenario with 'config' and 'requests'")
+    for key in ("name", "description"):
+        if not isinstance(scenario.get(key, ""), str):
+            doc.fail_type((key,), scenario[key], "a string")
+    _check_config(doc, scenario["config"])
+    requests = scenario["requests"]
+    if not isinstance(requests, list) or not requests:
+        doc.fail_type(("requests",), requests, "a non-empty list of request objects")
+    seen: dict[str, int] = {}
+    for i, r in enumerate(requests):
+        _check_request(doc, r, i, seen, scenario["config"].get("step_duration", 1.0))
+    reqs = scenario_requests(scenario)
+    try:
+        resolve_config(scenario_config(scenario, reqs), "vllm", reqs, UnitCost())
+    except ConfigError as exc:  # what the engine refuses (a budget below max_num_seqs, a request the pool cannot hold)
+        doc.fail(("config",), str(exc), ConfigError)
     return scenario
 
 
+def load_scenario(path: str | Path) -> dict[str, Any]:
+    path = Path(path)
+    text = decode_input(path, read_input_bytes(path, SCENARIO, WorkloadError), SCENARIO, WorkloadError)
+    return check_scenario(parse_json_input(path, text, SCENARIO, WorkloadError), InputDoc(path, text, WorkloadError))
+
+
+def check_trace(trace: Any, doc: InputDoc) -> dict[str, Any]:
+    """Refuse a trace `first_difference` could not compare: its steps, their fields and scheduled entries."""
+    if not isinstance(trace, dict):
+        doc.fail_type((), trace, "a JSON object with 'steps'")
+    if "steps" not in trace:
+        doc.fail(("steps",), "missing field; expected a trace in the conformance format")
+    if not isinstance(trace["steps"], list):
+        doc.fail_type(("steps",), trace["steps"], "a list of step objects")
+    for i, step in enumerate(trace["steps"]):
+        where = ("steps", i)
+        if not isinstance(step, dict):
+            doc.fail_type(where, step, "a step object")
+        for key in ("step", "scheduled", *STEP_KEYS):
+            if key not in step:
+                doc.fail((*where, key), f"missing field; a step needs step, scheduled, {', '.join(STEP_KEYS)}")
+        if not isinstance(step["scheduled"], list):
+            doc.fail_type((*where, "scheduled"), step["scheduled"], "a list of scheduled entries")
+        for j, entry in enumerate(step["scheduled"]):
+            if not isinstance(entry, dict):
+                doc.fail_type((*where, "scheduled", j), entry, "a scheduled entry object")
+            for key in ENTRY_KEYS:
+                if key not in entry:
+                    doc.fail((*where, "scheduled", j, key), f"missing field; an entry needs {', '.join(ENTRY_KEYS)}")
+    return trace
+
+
+def load_trace(path: str | Path) -> dict[str, Any]:
+    """A trace recorded from vLLM (round 2's are gzipped: read as they are)."""
+    path = Path(path)
+    data = read_input_bytes(path, TRACE, WorkloadError)
+    if data[:2] == b"\x1f\x8b":
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise WorkloadError(f"{path}: not a readable gzip file ({exc}); expected {TRACE}") from None
+    text = decode_input(path, data, TRACE, WorkloadError)
+    return check_trace(parse_json_input(path, text, TRACE, WorkloadError), InputDoc(path, text, WorkloadError))
+
+
 def scenario_requests(scenario: dict[str, Any]) -> list[Request]:
+    """Arrivals on the step clock: `arrival_step`, or `ceil(arrival_time / step_duration)` (round2/README.md)."""
+    step = scenario["config"].get("step_duration", 1.0)
     reqs = []
     for i, r in enumerate(scenario["requests"]):
-        t = r.get("arrival_step", r.get("arrival_time", 0))
+        t = r["arrival_step"] if "arrival_step" in r else r.get("arrival_time", 0) / step
         reqs.append(Request(str(r.get("id", i)), float(math.ceil(t)), int(r["prompt_len"]), int(r["output_len"]),
                             int(r.get("priority") or 0)))
     return reqs
@@ -56,9 +209,9 @@ def scenario_config(scenario: dict[str, Any], requests: list[Request]) -> Engine
 
 
 def run_scenario(scenario: dict[str, Any]) -> SimResult:
+    """Every step costs 1.0 (step k starts at time k), whatever `step_duration`: it only scales arrival times."""
     reqs = scenario_requests(scenario)
-    step = scenario["config"].get("step_duration", 1.0)
-    return simulate(reqs, scenario_config(scenario, reqs), policy="vllm", cost=UnitCost(step))
+    return simulate(reqs, scenario_config(scenario, reqs), policy="vllm", cost=UnitCost(1.0))
 
 
 def to_trace(scenario: dict[str, Any], result: SimResult) -> dict[str, Any]:
@@ -102,6 +255,7 @@ def to_trace(scenario: dict[str, Any], result: SimResult) -> dict[str, Any]:
 
 def first_difference(expected: dict[str, Any], actual: dict[str, Any]) -> tuple[int, str, Any, Any] | None:
     """The first step at which two traces differ, as the fixtures' README defines a match; None if they match."""
+    check_trace(expected, InputDoc("expected trace", error=WorkloadError))
     exp, act = expected["steps"], actual["steps"]
     for i, (e, a) in enumerate(zip(exp, act)):
         if e["step"] != a["step"]:

@@ -5,6 +5,7 @@
 
 import json
 import shutil
+import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -23,8 +24,7 @@ if TYPE_CHECKING:
 def _console() -> "Console":
     from rich.console import Console  # imported here: only these commands print rich tables
 
-    # Wide enough for the tables even when not on a terminal (pipes, tests); a real terminal may be wider.
-    return Console(width=max(120, shutil.get_terminal_size().columns))
+    return Console(width=shutil.get_terminal_size().columns)  # the terminal's width (COLUMNS), 80 in a pipe
 
 
 def _table(title: str) -> "Table":
@@ -87,33 +87,37 @@ def cost(
 @app.command()
 def models() -> None:
     """Built-in model specs (Hugging Face config.json values); KV bytes per token at tp=1."""
-    table = _table("built-in models (--model NAME, or --model PATH/config.json)")
-    for col in ("name", "params (B)", "layers", "hidden", "heads / kv", "head_dim", "MLP", "vocab", "KV B/token"):
-        table.add_column(col, justify="left" if col == "name" else "right")
+    from servesim.cli.render import text_table
+
+    rows = []
     for name in builtin_models():
         m = load_model(name)
-        mlp = f"{m.intermediate_size}" + (f" x{m.num_local_experts} (top {m.num_experts_per_tok})"
+        mlp = f"{m.intermediate_size}" + (f" x{m.num_local_experts}/{m.num_experts_per_tok}"
                                           if m.num_local_experts else "")
         kv = 2 * m.num_hidden_layers * m.num_key_value_heads * m.head_dim * m.dtype_bytes
-        table.add_row(name, f"{m.num_parameters / 1e9:.1f}", str(m.num_hidden_layers), str(m.hidden_size),
-                      f"{m.num_attention_heads} / {m.num_key_value_heads}", str(m.head_dim), mlp, str(m.vocab_size),
-                      str(kv))
-    _console().print(table)
+        rows.append([name, f"{m.num_parameters / 1e9:.1f}B", str(m.num_hidden_layers), str(m.hidden_size),
+                     f"{m.num_attention_heads}/{m.num_key_value_heads}", str(m.vocab_size), str(kv), mlp])
+    print("built-in models (--model NAME, or --model PATH/config.json)\n")
+    print(text_table(["name", "params", "layers", "hidden", "heads/kv", "vocab", "KV B/tok", "MLP"], rows,
+                     right={1, 2, 3, 4, 5, 6}, width=shutil.get_terminal_size().columns))
+    print("\n" + textwrap.fill("heads/kv: attention and KV heads; MLP: intermediate_size (x experts/active for "
+                               "mixtures of experts)", shutil.get_terminal_size().columns))
 
 
 @app.command()
 def gpus() -> None:
     """Built-in GPU specs (datasheet numbers) and their default efficiencies."""
-    table = _table("built-in GPUs (--gpu NAME or alias, or --gpu PATH.toml)")
-    for col in ("name", "aliases", "bf16 TFLOP/s", "memory GB/s", "memory GiB", "interconnect GB/s", "PCIe GB/s",
-                "eff. compute / memory / link"):
-        table.add_column(col, justify="left" if col in ("name", "aliases") else "right")
-    for name, g in builtin_gpus().items():
-        table.add_row(name, ", ".join(g.aliases), f"{g.peak_flops / 1e12:.1f}", f"{g.memory_bandwidth / 1e9:.0f}",
-                      f"{g.memory_bytes / 2**30:.0f}", f"{g.interconnect_bandwidth / 1e9:.0f}",
-                      f"{g.pcie_bandwidth / 1e9:.0f}",
-                      f"{g.compute_efficiency:.2f} / {g.memory_efficiency:.2f} / {g.interconnect_efficiency:.2f}")
-    _console().print(table)
+    from servesim.cli.render import text_table
+
+    rows = [[name, f"{g.peak_flops / 1e12:.0f}", f"{g.memory_bandwidth / 1e9:.0f}", f"{g.memory_bytes / 2**30:.0f}",
+             f"{g.interconnect_bandwidth / 1e9:.0f}", f"{g.pcie_bandwidth / 1e9:.0f}",
+             f"{g.compute_efficiency:g}/{g.memory_efficiency:g}/{g.interconnect_efficiency:g}", ", ".join(g.aliases)]
+            for name, g in builtin_gpus().items()]
+    print("built-in GPUs (--gpu NAME or alias, or --gpu PATH.toml)\n")
+    print(text_table(["name", "TFLOP/s", "HBM GB/s", "GiB", "link GB/s", "PCIe GB/s", "eff c/m/l", "aliases"], rows,
+                     right={1, 2, 3, 4, 5}, width=shutil.get_terminal_size().columns))
+    print("\n" + textwrap.fill("TFLOP/s: dense bf16; link: GPU-to-GPU, both directions; eff c/m/l: the roofline's "
+                               "default compute, memory and link efficiencies", shutil.get_terminal_size().columns))
 
 
 @app.command("calibrate")

@@ -36,7 +36,10 @@ def get_cost_model(name: str, **params) -> CostModel:
         raise ConfigError(
             f"unknown cost model {name!r}; valid: {', '.join(sorted(COST_MODELS))}, or a profile PATH.json"
         ) from None
-    return factory(**params)
+    try:
+        return factory(**params)
+    except TypeError as exc:  # an option this cost model does not have
+        raise ConfigError(f"cost model {name!r}: {exc}") from None
 
 
 __all__ = [

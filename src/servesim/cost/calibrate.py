@@ -1,6 +1,7 @@
 """Fit the roofline's efficiencies and overheads to measured operator or step times (bounded least squares).
 
-Measured CSV, one row per measurement (extra columns are ignored):
+Measured CSV, one row per measurement (extra columns are ignored; `#` starts a comment, on its own line or after
+the values; blank lines are skipped):
 
     operator,tp,num_tokens,size_bytes,decodes,context,prefill,time_ms
     qkv_proj,1,512,,,,,0.234           # one layer's GEMM: qkv_proj | o_proj | gate_up_proj | down_proj
@@ -14,6 +15,7 @@ reported MAPE is a held-out figure. scipy is needed (the `fit` extra) and import
 from __future__ import annotations
 
 import csv
+import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -21,13 +23,17 @@ import numpy as np
 
 from servesim.cost.base import StepShape
 from servesim.cost.roofline import GEMM_TILE_TOKENS, CostParams, Roofline
-from servesim.cost.specs import load_gpu, load_model
+from servesim.cost.specs import load_gpu, load_model, read_input_text, show
 from servesim.errors import ConfigError
 
 GEMM_OPERATORS = ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")
 OPERATORS = (*GEMM_OPERATORS, "all_reduce", "step")
 # Bounds: efficiencies are fractions of peak; latencies and overheads are seconds.
 EFF_BOUNDS, KERNEL_BOUNDS, OVERHEAD_BOUNDS, AR_LAT_BOUNDS = (0.02, 1.0), (0.0, 1e-4), (0.0, 0.1), (0.0, 1e-3)
+MEASURED_FORMAT = "operator,tp,num_tokens,size_bytes,decodes,context,prefill,time_ms"
+REQUIRED_COLUMNS = ("operator", "time_ms")  # the others where a row's operator needs them
+# Bounds on a row's counts (far beyond any real measurement): the fit's arithmetic stays finite, a row small.
+MAX_COUNT, MAX_DECODES, MAX_TP = 1 << 31, 1 << 20, 1 << 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,40 +67,108 @@ def parse_prefill(spec: str) -> list[tuple[int, int]]:
         try:
             chunks.append((int(tokens), int(context or 0)))
         except ValueError:
-            raise ConfigError(f"prefill {part!r}: expected TOKENS@CONTEXT, e.g. 512@1024") from None
-        if chunks[-1][0] <= 0 or chunks[-1][1] < 0:
-            raise ConfigError(f"prefill {part!r}: TOKENS must be > 0 and CONTEXT >= 0")
+            raise ConfigError(f"prefill: expected TOKENS@CONTEXT, e.g. 512@1024, got {part!r}") from None
+        if not 0 < chunks[-1][0] <= MAX_COUNT or not 0 <= chunks[-1][1] <= MAX_COUNT:
+            raise ConfigError(f"prefill: expected TOKENS in 1..{MAX_COUNT} and CONTEXT in 0..{MAX_COUNT}, "
+                              f"got {part!r}")
     return chunks
+
+
+def _csv_lines(path: Path, text: str) -> list[tuple[int, list[str]]]:
+    """(line number, cells) of each line that holds data: `#` starts a comment to the end of the line (a whole line
+    or after the values, as in the documented example) and blank lines are skipped."""
+    out = []
+    for n, line in enumerate(text.split("\n"), 1):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        try:
+            cells = next(csv.reader([line]))
+        except csv.Error as exc:
+            raise ConfigError(f"{path}:{n}: not a CSV line ({exc}); expected {MEASURED_FORMAT}") from None
+        out.append((n, [c.strip() for c in cells]))
+    return out
 
 
 def read_measurements(path: str | Path) -> list[Measurement]:
     path = Path(path)
-    try:
-        with path.open(newline="") as f:
-            rows = list(csv.DictReader(f))
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read ({exc.strerror})") from None
+    what = f"a CSV of measurements with the columns {MEASURED_FORMAT}"
+    lines = _csv_lines(path, read_input_text(path, what))
+    if not lines:
+        raise ConfigError(f"{path}: no header and no measurements; expected {what}")
+    header_line, header = lines[0]
+    columns: dict[str, int] = {}
+    for i, name in enumerate(header):
+        if name in columns and name:
+            raise ConfigError(f"{path}:{header_line}: header: column {name!r} twice; expected {what}")
+        columns.setdefault(name, i)
+    missing = [c for c in REQUIRED_COLUMNS if c not in columns]
+    if missing:
+        raise ConfigError(f"{path}:{header_line}: header: missing column{'s' * (len(missing) > 1)} "
+                          f"{', '.join(missing)}; expected the columns {MEASURED_FORMAT} (the header has "
+                          f"{show(','.join(header))})")
     out = []
-    for line, row in enumerate(rows, start=2):
-        def num(key: str, default: str = "0", row=row, line=line) -> float:
-            try:
-                return float(row.get(key) or default)
-            except ValueError:
-                raise ConfigError(f"{path}:{line}: column {key!r} is not a number: {row.get(key)!r}") from None
+    for line, cells in lines[1:]:
+        def cell(key: str, line=line, cells=cells) -> str | None:
+            """The cell's text; None where it is empty or the column is absent."""
+            i = columns.get(key)
+            return cells[i] if i is not None and i < len(cells) and cells[i] else None
 
-        op = (row.get("operator") or "").strip()
+        def need(key: str, op: str, line=line) -> None:
+            if key not in columns:
+                raise ConfigError(f"{path}:{line}: {key}: {op} rows need the column {key!r}; expected the columns "
+                                  f"{MEASURED_FORMAT}")
+            if cell(key) is None:
+                raise ConfigError(f"{path}:{line}: {key}: empty; {op} rows need a value")
+
+        def number(key: str, default: float, low: float = 0.0, high: float | None = None, line=line) -> float:
+            """An integer in low..high when `high` is given, else a finite number > `low`; `default` if empty."""
+            text = cell(key)
+            if text is None:
+                return default
+            try:
+                value = float(text)
+            except ValueError:
+                value = math.nan
+            if high is None:
+                ok, kind = math.isfinite(value) and value > low, f"a finite number > {low:g}"
+            else:
+                ok, kind = low <= value <= high and value == int(value), f"an integer in {int(low)}..{int(high)}"
+            if not ok:
+                raise ConfigError(f"{path}:{line}: {key}: expected {kind}, got {show(text)}")
+            return value
+
+        if len(cells) > len(header):
+            raise ConfigError(f"{path}:{line}: {len(cells)} values for the header's {len(header)} columns; "
+                              f"expected {what}")
+        op = cell("operator") or ""
         if op not in OPERATORS:
-            raise ConfigError(f"{path}:{line}: operator {op!r}; valid: {', '.join(OPERATORS)}")
-        shape = None
-        if op == "step":
-            ctx = int(num("context"))
-            shape = StepShape.of(decodes=[ctx] * int(num("decodes")), prefills=parse_prefill(row.get("prefill") or ""))
-        t = num("time_ms", "nan") / 1e3
-        if not t > 0:
-            raise ConfigError(f"{path}:{line}: time_ms must be > 0")
-        out.append(Measurement(op, int(num("tp", "1")), t, int(num("num_tokens")), num("size_bytes"), shape))
+            raise ConfigError(f"{path}:{line}: operator: expected one of {', '.join(OPERATORS)}, got {show(op)}")
+        tp = int(number("tp", 1, 1, MAX_TP))
+        shape, tokens, size = None, 0, 0.0
+        if op in GEMM_OPERATORS:
+            need("num_tokens", op)
+            tokens = int(number("num_tokens", 0, 1, MAX_COUNT))
+        elif op == "all_reduce":
+            need("size_bytes", op)
+            size = number("size_bytes", 0.0)
+            if tp < 2:
+                raise ConfigError(f"{path}:{line}: tp: an all_reduce row needs tp >= 2 (GPUs in the all-reduce)")
+        else:
+            decodes = int(number("decodes", 0, 0, MAX_DECODES))
+            ctx = int(number("context", 0, 0, MAX_COUNT))
+            try:
+                prefill = parse_prefill(cell("prefill") or "")
+            except ConfigError as exc:  # "prefill: expected TOKENS@CONTEXT ..."
+                raise ConfigError(f"{path}:{line}: {exc}") from None
+            if not decodes and not prefill:
+                raise ConfigError(f"{path}:{line}: decodes: a step row needs decodes > 0 or a prefill TOKENS@CONTEXT")
+            shape = StepShape.of(decodes=[ctx] * decodes, prefills=prefill)
+        need("time_ms", op)
+        t = number("time_ms", 0.0) / 1e3
+        out.append(Measurement(op, tp, t, tokens, size, shape))
     if not out:
-        raise ConfigError(f"{path}: no measurements")
+        raise ConfigError(f"{path}: a header and no measurements; expected {what}")
     return out
 
 

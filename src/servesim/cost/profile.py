@@ -14,20 +14,28 @@ profile has no entry for falls back to the GPU's default.
 from __future__ import annotations
 
 import json
-import sys
 from dataclasses import replace
 from pathlib import Path
 
 from servesim.cost.roofline import CostParams, Roofline
-from servesim.cost.specs import load_gpu
+from servesim.cost.specs import (
+    InputDoc,
+    check_keys,
+    is_finite,
+    is_int,
+    is_real,
+    load_gpu,
+    load_model,
+    parse_json_input,
+    parse_toml_input,
+    read_input_text,
+    show,
+)
 from servesim.errors import ConfigError
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
-
 PROFILE_SUFFIXES = (".json", ".toml")
+PROFILE_KEYS = ("servesim_profile", "model", "gpu", "tp", "params", "fit")
+PARAM_KEYS = ("compute_efficiency", "memory_efficiency", "kernel_latency_s", "step_overhead_s", "allreduce")
 
 
 def profile_dict(model: str, gpu: str, tp: int, params: CostParams,
@@ -53,25 +61,85 @@ def save_profile(path: str | Path, data: dict) -> None:
 def load_profile(path: str | Path, tp: int | None = None, model: str | None = None) -> Roofline:
     """A roofline with the profile's fitted constants; `tp`/`model` override the profile's own."""
     path = Path(path)
+    what = "a servesim profile (`servesim calibrate` writes one)"
+    text = read_input_text(path, what)
+    if path.suffix == ".toml":
+        data, doc = parse_toml_input(path, text, what), InputDoc(path, text, kind="toml")
+    else:
+        data, doc = parse_json_input(path, text, what), InputDoc(path, text)
+    if not isinstance(data, dict):
+        doc.fail_type((), data, "an object with model, gpu, tp and params")
+    check_keys(doc, data, (), PROFILE_KEYS)
+    version = data.get("servesim_profile", 1)
+    if not is_int(version) or version != 1:
+        doc.fail_type(("servesim_profile",), version, "1 (the only profile version)")
+    for key in ("model", "gpu") if model is None else ("gpu",):
+        if key not in data:
+            doc.fail((key,), "missing field; expected a built-in name or a path")
+        if not isinstance(data[key], str):
+            doc.fail_type((key,), data[key], "a built-in name or a path")
     try:
-        text = path.read_text()
-        data = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such profile") from None
-    except (OSError, UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError and TOMLDecodeError are ValueErrors
-        raise ConfigError(f"{path}: not a readable profile ({exc})") from None
-    try:
-        p = data["params"]
         gpu = load_gpu(data["gpu"])
-        tp = int(tp or data.get("tp", 1))
-        by_tp = {int(k): tuple((float(a), float(b)) for a, b in v) for k, v in p.get("allreduce", {}).items()}
-        params = replace(CostParams.defaults(gpu), compute_efficiency=float(p["compute_efficiency"]),
-                         memory_efficiency=float(p["memory_efficiency"]),
-                         kernel_latency=float(p["kernel_latency_s"]), step_overhead=float(p["step_overhead_s"]))
-        if tp in by_tp:
-            params = replace(params, allreduce=by_tp[tp])
-        return Roofline(model or data["model"], gpu, tp, params)
-    except (KeyError, TypeError, ValueError) as exc:
-        if isinstance(exc, ConfigError):
-            raise ConfigError(f"{path}: {exc}") from None
-        raise ConfigError(f"{path}: malformed profile (field {exc})") from None
+    except ConfigError as exc:
+        doc.fail(("gpu",), str(exc))
+    if tp is None:
+        tp = data.get("tp", 1)
+        if not is_int(tp) or tp < 1:
+            doc.fail_type(("tp",), tp, "a positive integer")
+    p = data.get("params")
+    if not isinstance(p, dict):
+        doc.fail(("params",), f"expected an object of {', '.join(PARAM_KEYS)}"
+                 + (f", got {show(p)}" if "params" in data else "; missing"))
+    check_keys(doc, p, ("params",), PARAM_KEYS)
+
+    def number(key: str, fraction: bool) -> float:
+        if key not in p:
+            doc.fail(("params", key), "missing field; expected " + ("a fraction in (0, 1]" if fraction
+                                                                      else "a finite number of seconds >= 0"))
+        return _number(doc, ("params", key), p[key], fraction)
+
+    by_tp = {}
+    allreduce = p.get("allreduce", {})
+    if not isinstance(allreduce, dict):
+        doc.fail_type(("params", "allreduce"), allreduce, "an object: tp -> [[latency_s, efficiency], ...]")
+    for key, pairs in allreduce.items():
+        where = ("params", "allreduce", key)
+        try:
+            size = int(key)
+        except ValueError:
+            size = 0
+        if size < 2 or str(size) != key.strip():
+            doc.fail(where, "expected a tensor-parallel size >= 2 as the key")
+        if not isinstance(pairs, list) or not pairs:
+            doc.fail_type(where, pairs, "a non-empty list of [latency_s, efficiency] pairs")
+        for i, pair in enumerate(pairs):
+            if not isinstance(pair, list) or len(pair) != 2:
+                doc.fail_type((*where, i), pair, "a [latency_s, efficiency] pair")
+        by_tp[size] = tuple((_number(doc, (*where, i), a, False), _number(doc, (*where, i), b, True))
+                            for i, (a, b) in enumerate(pairs))
+    params = replace(CostParams.defaults(gpu), compute_efficiency=number("compute_efficiency", True),
+                     memory_efficiency=number("memory_efficiency", True),
+                     kernel_latency=number("kernel_latency_s", False), step_overhead=number("step_overhead_s", False))
+    if tp in by_tp:
+        params = replace(params, allreduce=by_tp[tp])
+    try:
+        spec = load_model(model or data["model"])
+    except ConfigError as exc:
+        if model is not None:
+            raise
+        doc.fail(("model",), str(exc))
+    try:
+        return Roofline(spec, gpu, tp, params)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+
+
+def _number(doc: InputDoc, where: tuple[str | int, ...], value, fraction: bool) -> float:
+    """A fraction in (0, 1] (an efficiency) or a finite time >= 0 in seconds; NaN, inf and zero efficiencies fail.
+    A zero latency or overhead is a valid fit (the calibration's bounds include 0)."""
+    if fraction:
+        if not (is_real(value) and 0 < value <= 1):
+            doc.fail_type(where, value, "a fraction in (0, 1]")
+    elif not (is_finite(value) and value >= 0):
+        doc.fail_type(where, value, "a finite number of seconds >= 0")
+    return float(value)

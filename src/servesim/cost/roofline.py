@@ -8,12 +8,13 @@ bytes, FLOPs. Everything that depends only on the model, GPU and `tp` is compute
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from servesim.cost.base import StepShape
-from servesim.cost.specs import GpuSpec, ModelSpec, load_gpu, load_model
+from servesim.cost.specs import GpuSpec, ModelSpec, is_finite, is_int, is_real, load_gpu, load_model, show
 from servesim.errors import ConfigError
 
 # Tensor-core GEMM kernels compute the token dimension in CTA tiles of 128 rows: 129 tokens cost as much compute
@@ -25,6 +26,9 @@ ELEMENTWISE_KERNELS_PER_LAYER = 4
 SAMPLER_LOGIT_PASSES = 3
 # Decode stretches at least this long are computed with numpy (its per-call cost pays off from here on).
 NUMPY_STRETCH = 24
+# The step `Roofline` prices once at build to refuse numbers whose step times overflow: this many decodes at this
+# context each, plus a prefill chunk of this many tokens at this context (far beyond any real step).
+PROBE_COUNT = 1 << 30
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,12 +44,22 @@ class CostParams:
     allreduce: tuple[tuple[float, float], ...]
 
     def __post_init__(self) -> None:
-        if not (0 < self.compute_efficiency <= 1 and 0 < self.memory_efficiency <= 1):
-            raise ConfigError("compute_efficiency and memory_efficiency must be in (0, 1]")
-        if self.kernel_latency < 0 or self.step_overhead < 0:
-            raise ConfigError("kernel_latency and step_overhead must be >= 0 s")
-        if not self.allreduce or any(lat < 0 or not 0 < eff <= 1 for lat, eff in self.allreduce):
-            raise ConfigError("allreduce needs at least one (latency >= 0 s, efficiency in (0, 1]) pair")
+        for field in ("compute_efficiency", "memory_efficiency"):
+            value = getattr(self, field)
+            if not (is_real(value) and 0 < value <= 1):  # NaN fails the comparison too
+                raise ConfigError(f"{field}: expected a fraction in (0, 1], got {show(value)}")
+        for field in ("kernel_latency", "step_overhead"):
+            value = getattr(self, field)
+            if not (is_finite(value) and value >= 0):
+                raise ConfigError(f"{field}: expected a finite number of seconds >= 0, got {show(value)}")
+        pairs = self.allreduce
+        if not isinstance(pairs, tuple) or not pairs:
+            raise ConfigError(f"allreduce: expected at least one (latency, efficiency) pair, got {show(pairs)}")
+        for i, pair in enumerate(pairs):
+            lat, eff = pair if isinstance(pair, tuple) and len(pair) == 2 else (None, None)
+            if not (is_finite(lat) and lat >= 0 and is_real(eff) and 0 < eff <= 1):
+                raise ConfigError(f"allreduce[{i}]: expected (latency seconds >= 0, efficiency in (0, 1]), "
+                                  f"got {show(pair)}")
 
     @classmethod
     def defaults(cls, gpu: GpuSpec) -> CostParams:
@@ -84,7 +98,9 @@ class Roofline:
     def __init__(self, model: str | ModelSpec = "llama-3-8b", gpu: str | GpuSpec = "h100-80gb", tp: int = 1,
                  params: CostParams | None = None) -> None:
         m, g = load_model(model), load_gpu(gpu)
-        if tp < 1 or m.num_attention_heads % tp:
+        if not is_int(tp) or tp < 1:
+            raise ConfigError(f"tp: expected a positive integer, got {show(tp)}")
+        if m.num_attention_heads % tp:
             raise ConfigError(f"tp={tp}: must divide num_attention_heads ({m.num_attention_heads}) of {m.name}")
         if m.num_key_value_heads % tp and tp % m.num_key_value_heads:
             raise ConfigError(f"tp={tp}: num_key_value_heads ({m.num_key_value_heads}) of {m.name} must divide "
@@ -138,6 +154,24 @@ class Roofline:
                              + vocab * h * (1 if m.tie_word_embeddings else 2))
         topk = m.num_experts_per_tok or 1
         self._act_bytes = d * (2 * h + topk * (gate_up + inter))  # live activations per token at the MLP
+        self._check_finite()
+
+    def _check_finite(self) -> None:
+        """Refuse, once here and never per step, numbers whose step times would overflow. A step's time grows with
+        every count in its shape and each term is >= 0 (the specs and params are validated), so a finite time for
+        a step far beyond any real one bounds every step's: none can be NaN, inf or negative."""
+        big = PROBE_COUNT
+        try:
+            t = self.step_time_with_decodes(big, big * big, StepShape((big,), (big,), (False,), 1))
+        except OverflowError:  # a model dimension too large to be a float
+            t = math.inf
+        finally:
+            self._by_tokens.clear()
+            self._by_sampled.clear()
+        if not (is_finite(t) and t >= 0):
+            raise ConfigError(f"roofline: {self.model.name} on {self.tp} x {self.gpu.name}: step times overflow "
+                              f"(a step of 2^30 tokens costs {t} s); expected model and GPU numbers of a real model "
+                              "and GPU")
 
     # -- per-operator pieces (shared by step_time and breakdown) -------------------------------------------------
 

@@ -5,6 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from servesim.cost.base import StepShape
+from servesim.cost.specs import is_finite, show
+from servesim.errors import ConfigError
+
+# Checked once at build (step_time adds no check): a step of this many decodes and prefill tokens stays finite.
+PROBE_TOKENS = 1 << 31
 
 
 @dataclass(frozen=True, slots=True)
@@ -17,9 +22,16 @@ class ToyCost:
     name: str = "toy"
 
     def __post_init__(self) -> None:
-        for field in ("decode_ms", "prefill_token_ms", "overhead_ms"):
-            if getattr(self, field) < 0:
-                raise ValueError(f"{field} must be >= 0 ms, got {getattr(self, field)}")
+        """Every step time is then finite and >= 0: each parameter is, and so is a step far beyond any real one."""
+        fields = ("decode_ms", "prefill_token_ms", "overhead_ms")
+        for field in fields:
+            value = getattr(self, field)
+            if not (is_finite(value) and value >= 0):
+                raise ConfigError(f"{field}: expected a finite number of milliseconds >= 0, got {show(value)}")
+        if not is_finite(self.overhead_ms + PROBE_TOKENS * (self.decode_ms + self.prefill_token_ms)):
+            worst = max(fields, key=lambda f: getattr(self, f))
+            raise ConfigError(f"{worst}: expected a number of milliseconds whose step times stay finite, "
+                              f"got {show(getattr(self, worst))}")
 
     def step_time(self, shape: StepShape) -> float:
         return self.step_time_with_decodes(0, 0, shape)
@@ -44,6 +56,11 @@ class UnitCost:
 
     step_duration: float = 1.0
     name: str = "unit"
+
+    def __post_init__(self) -> None:
+        value = self.step_duration
+        if not (is_finite(value) and value > 0):
+            raise ConfigError(f"step_duration: expected a finite number of seconds > 0, got {show(value)}")
 
     def step_time(self, shape: StepShape) -> float:
         return self.step_duration

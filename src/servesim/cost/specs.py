@@ -1,14 +1,22 @@
-"""Model specs from a Hugging Face `config.json` and GPU specs from a datasheet TOML, built-in or a user's file."""
+"""Model specs from a Hugging Face `config.json` and GPU specs from a datasheet TOML, built-in or a user's file.
+
+Also the readers every input file outside trace loading shares: a bad file is refused with one line,
+`FILE:LINE: field: what was expected` (`FILE: field: ...` where no line can be named), never a traceback.
+"""
 
 from __future__ import annotations
 
 import json
+import math
+import numbers
+import re
 import sys
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import Any, NoReturn
 
-from servesim.errors import ConfigError
+from servesim.errors import ConfigError, ServesimError
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -22,6 +30,242 @@ NON_GATED_MODEL_TYPES = frozenset({"bloom", "gpt2", "gpt_neox", "gptj", "opt", "
 # `tie_word_embeddings` when config.json omits it: PretrainedConfig's True, except where the architecture's config
 # class passes False (transformers' LlamaConfig, MistralConfig, MixtralConfig, Qwen2Config, Qwen2MoeConfig).
 UNTIED_MODEL_TYPES = frozenset({"llama", "mistral", "mixtral", "qwen2", "qwen2_moe"})
+# A GPU TOML's keys (datasheet units) and its [efficiency] table's; anything else is refused as a likely typo.
+GPU_KEYS = ("name", "description", "aliases", "dense_bf16_tflops", "memory_bandwidth_gb_s", "memory_gib",
+            "interconnect_gb_s", "pcie_gb_s", "efficiency")
+GPU_EFFICIENCY_KEYS = ("compute", "memory", "interconnect", "allreduce_latency_us", "kernel_latency_us",
+                       "step_overhead_ms")
+MAX_MEMORY_GIB = 2**30  # 1 EiB: keeps memory_bytes a float-convertible int
+MAX_DIMENSION = 2**31 - 1  # a model dimension beyond any real one (the roofline's arithmetic stays finite)
+
+
+# -- input files -----------------------------------------------------------------------------------------------
+
+
+def show(value: Any, limit: int = 60) -> str:
+    """A value as the file spells it (JSON), on one line and at most `limit` characters."""
+    try:
+        text = json.dumps(value)
+    except (TypeError, ValueError):
+        text = repr(value)
+    text = text.replace("\n", "\\n").replace("\r", "\\r")
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def is_real(value: Any) -> bool:
+    """A number (int or float, numpy's too), not a bool."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def is_int(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def is_finite(value: Any) -> bool:
+    """A number (not a bool) that is finite as a float: NaN, inf, and an integer too large for a float are not."""
+    try:
+        return is_real(value) and math.isfinite(value)
+    except OverflowError:  # JSON and TOML integers have no size limit
+        return False
+
+
+_PLAIN_KEY = re.compile(r"[\w-]+", re.ASCII)
+
+
+def field_name(where: tuple[str | int, ...]) -> str:
+    """("requests", 3, "prompt_len") -> "requests[3].prompt_len"; a key that is not a plain word is quoted, so
+    a file's key (a newline, a dot, a space in it) cannot break the message's one line."""
+    out = ""
+    for part in where:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            name = part if _PLAIN_KEY.fullmatch(part) else json.dumps(part)
+            out += f".{name}" if out else name
+    return out
+
+
+def read_input_bytes(path: Path, what: str, error: type[ServesimError] = ConfigError) -> bytes:
+    """The file's bytes; a missing file, a directory or an unreadable one is one line naming `what` was expected."""
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        raise error(f"{path}: no such file; expected {what}") from None
+    except IsADirectoryError:
+        raise error(f"{path}: is a directory; expected {what}") from None
+    except ValueError:  # an embedded NUL in the path
+        raise error(f"{show(str(path))}: not a valid path; expected {what}") from None
+    except OSError as exc:
+        raise error(f"{path}: cannot read ({exc.strerror or type(exc).__name__}); expected {what}") from None
+
+
+def decode_input(path: Path, data: bytes, what: str, error: type[ServesimError] = ConfigError) -> str:
+    """UTF-8 text (a BOM dropped); binary content (a NUL byte, invalid UTF-8) is refused with its line."""
+    nul = data.find(b"\x00")
+    if nul >= 0:
+        line = data.count(b"\n", 0, nul) + 1
+        raise error(f"{path}:{line}: binary content (a NUL byte at offset {nul}); expected {what}")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise error(f"{path}:{line}: binary content, not UTF-8 text (byte 0x{data[exc.start]:02x} at offset "
+                    f"{exc.start}); expected {what}") from None
+    return text[1:] if text.startswith("\ufeff") else text
+
+
+def read_input_text(path: Path, what: str, error: type[ServesimError] = ConfigError) -> str:
+    return decode_input(path, read_input_bytes(path, what, error), what, error)
+
+
+def parse_json_input(path: Path, text: str, what: str, error: type[ServesimError] = ConfigError) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise error(f"{path}:{exc.lineno}: not valid JSON: {exc.msg} (column {exc.colno}); expected {what}") from None
+    except RecursionError:
+        raise error(f"{path}: JSON nested too deeply; expected {what}") from None
+    except ValueError as exc:  # an integer of more than 4300 digits
+        raise error(f"{path}: not readable JSON ({exc}); expected {what}") from None
+
+
+def parse_toml_input(path: Path, text: str, what: str, error: type[ServesimError] = ConfigError) -> dict:
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        msg = str(exc)
+        at = re.search(r"\(at line (\d+), column (\d+)\)", msg)
+        if at:
+            raise error(f"{path}:{at[1]}: not valid TOML: {msg[: at.start()].strip()} (column {at[2]}); "
+                        f"expected {what}") from None
+        raise error(f"{path}: not valid TOML: {msg}; expected {what}") from None
+    except (RecursionError, ValueError) as exc:
+        raise error(f"{path}: not readable TOML ({type(exc).__name__}); expected {what}") from None
+
+
+def _json_ws(text: str, i: int) -> int:
+    while i < len(text) and text[i] in " \t\r\n":
+        i += 1
+    return i
+
+
+def json_offset(text: str, where: tuple[str | int, ...]) -> tuple[int, bool]:
+    """(offset where the value at `where` starts in the JSON `text`, whether it was found); when a key or index is
+    missing, the offset of the deepest container found. For error messages only: it re-scans the text."""
+    dec = json.JSONDecoder()
+    pos = _json_ws(text, 0)
+    for step in where:
+        if pos >= len(text):
+            return pos, False
+        found = None
+        if text[pos] == "{" and isinstance(step, str):
+            i = _json_ws(text, pos + 1)
+            while i < len(text) and text[i] != "}":
+                key, i = dec.raw_decode(text, i)
+                i = _json_ws(text, _json_ws(text, i) + 1)  # past the ':'
+                if key == step:
+                    found = i  # the last duplicate wins, as in json.loads
+                _, i = dec.raw_decode(text, i)
+                i = _json_ws(text, i)
+                if i < len(text) and text[i] == ",":
+                    i = _json_ws(text, i + 1)
+        elif text[pos] == "[" and isinstance(step, int):
+            i, n = _json_ws(text, pos + 1), 0
+            while i < len(text) and text[i] != "]":
+                if n == step:
+                    found = i
+                    break
+                _, i = dec.raw_decode(text, i)
+                i = _json_ws(text, i)
+                if i < len(text) and text[i] == ",":
+                    i = _json_ws(text, i + 1)
+                n += 1
+        if found is None:
+            return pos, False
+        pos = found
+    return pos, True
+
+
+_TOML_HEADER = re.compile(r"^\s*\[\s*([^\]\[]+?)\s*\]")
+
+
+def _toml_key(key: str) -> re.Pattern:
+    return re.compile(r"""^\s*["']?""" + re.escape(key) + r"""["']?\s*=""")
+
+
+def toml_line(text: str, where: tuple[str | int, ...]) -> int | None:
+    """Best-effort line of `where` (a key path) in a TOML `text`: `key =` under its `[table]` (or `table.key =` at
+    the top), else the table's header; None if neither is found."""
+    keys = []
+    for part in where:
+        if isinstance(part, int):
+            break
+        keys.append(str(part))
+    if not keys:
+        return None
+    *tables, key = keys
+    table, header_line, current = ".".join(tables), None, ""
+    own, dotted = _toml_key(key), _toml_key(f"{table}.{key}" if table else key)
+    for n, line in enumerate(text.split("\n"), 1):
+        head = _TOML_HEADER.match(line)
+        if head:
+            current = head[1].replace('"', "").replace("'", "")
+            if current == table:
+                header_line = n
+            continue
+        if (current == table and own.match(line)) or (current == "" and dotted.match(line)):
+            return n
+    return header_line
+
+
+@dataclass(frozen=True, slots=True)
+class InputDoc:
+    """A parsed input file, to refuse a value in it with `FILE:LINE: field: what was expected`."""
+
+    path: Path | str
+    text: str | None = None
+    error: type[ServesimError] = ConfigError
+    kind: str = "json"  # json | toml
+
+    def line(self, where: tuple[str | int, ...]) -> int | None:
+        """The line of the value at `where`; for a missing key, of the object that lacks it (None at the top)."""
+        if self.text is None:
+            return None
+        if self.kind == "toml":
+            return toml_line(self.text, where)
+        try:
+            pos, found = json_offset(self.text, where)
+        except (ValueError, IndexError, RecursionError):
+            return None
+        if not found and pos == _json_ws(self.text, 0):
+            return None  # the whole document lacks it: no line says more than the file name
+        return self.text.count("\n", 0, pos) + 1
+
+    def fail(self, where: tuple[str | int, ...], expected: str,
+             error: type[ServesimError] | None = None) -> NoReturn:
+        line = self.line(where)
+        loc = f"{self.path}:{line}" if line else f"{self.path}"
+        field = field_name(where)
+        msg = f"{loc}: {field}: {expected}" if field else f"{loc}: {expected}"
+        raise (error or self.error)(msg.replace("\n", "\\n").replace("\r", "\\r"))  # one line, whatever it quotes
+
+    def fail_type(self, where: tuple[str | int, ...], value: Any, expected: str,
+                  error: type[ServesimError] | None = None) -> NoReturn:
+        self.fail(where, f"expected {expected}, got {show(value)}", error)
+
+
+def check_keys(doc: InputDoc, table: dict, where: tuple[str | int, ...], known: tuple[str, ...],
+               error: type[ServesimError] | None = None) -> None:
+    """Refuse a key the format does not have (a typo would otherwise be silently ignored)."""
+    for key in table:
+        if key not in known:
+            doc.fail((*where, key), f"unknown key; expected one of {', '.join(known)}", error)
+
+
+# -- model specs -----------------------------------------------------------------------------------------------
+
+MODEL_SIZE_FIELDS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim",
+                     "intermediate_size", "vocab_size")
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,7 +280,7 @@ class ModelSpec:
     head_dim: int
     intermediate_size: int
     vocab_size: int
-    max_position_embeddings: int | None = None
+    max_position_embeddings: int | None = None  # the model's context length: vLLM's default max_model_len
     torch_dtype: str = "bfloat16"
     num_local_experts: int = 0  # 0 = dense MLP
     num_experts_per_tok: int = 0
@@ -44,15 +288,29 @@ class ModelSpec:
     tie_word_embeddings: bool = False
 
     def __post_init__(self) -> None:
-        for field in ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
-                      "head_dim", "intermediate_size", "vocab_size"):
-            if getattr(self, field) <= 0:
-                raise ConfigError(f"model {self.name}: {field} must be > 0, got {getattr(self, field)}")
+        """The rules `from_config` applies with the file's line numbers, for a spec built in Python."""
+
+        def bad(field: str, value: Any, expected: str) -> NoReturn:
+            raise ConfigError(f"model {self.name}: {field}: expected {expected}, got {show(value)}")
+
+        for field in MODEL_SIZE_FIELDS:
+            value = getattr(self, field)
+            if not is_int(value) or value <= 0:
+                bad(field, value, "a positive integer")
         if self.num_attention_heads % self.num_key_value_heads:
-            raise ConfigError(f"model {self.name}: num_attention_heads ({self.num_attention_heads}) is not a "
-                              f"multiple of num_key_value_heads ({self.num_key_value_heads})")
+            bad("num_key_value_heads", self.num_key_value_heads,
+                f"a divisor of num_attention_heads ({self.num_attention_heads})")
+        mpe = self.max_position_embeddings
+        if mpe is not None and (not is_int(mpe) or mpe <= 0):
+            bad("max_position_embeddings", mpe, "a positive integer or None")
+        if not isinstance(self.torch_dtype, str) or self.torch_dtype not in DTYPE_BYTES:
+            bad("torch_dtype", self.torch_dtype, f"one of {', '.join(DTYPE_BYTES)}")
+        for field in ("num_local_experts", "num_experts_per_tok"):
+            if not is_int(getattr(self, field)) or getattr(self, field) < 0:
+                bad(field, getattr(self, field), "an integer >= 0")
         if self.num_local_experts and not 0 < self.num_experts_per_tok <= self.num_local_experts:
-            raise ConfigError(f"model {self.name}: num_experts_per_tok must be in 1..num_local_experts")
+            bad("num_experts_per_tok", self.num_experts_per_tok,
+                f"an integer in 1..num_local_experts ({self.num_local_experts})")
 
     @property
     def dtype_bytes(self) -> int:
@@ -75,51 +333,81 @@ class ModelSpec:
         return L * (attn + mlp) + embed
 
     @classmethod
-    def from_config(cls, config: dict, name: str, source: str = "config.json") -> ModelSpec:
-        """Read a Hugging Face config dict; BLOOM's `n_embed`/`n_layer`/`n_head` are accepted as HF does."""
+    def from_config(cls, config: dict, name: str, source: str = "config.json", text: str | None = None) -> ModelSpec:
+        """Read a Hugging Face config dict; BLOOM's `n_embed`/`n_layer`/`n_head` are accepted as HF does. `text`,
+        the file's JSON, lets an error name its line."""
+        doc = InputDoc(source, text)
+        if not isinstance(config, dict):
+            doc.fail_type((), config, "a JSON object (a Hugging Face config.json)")
 
-        def get(*keys: str, default=None):
-            for key in keys:
-                if config.get(key) is not None:
-                    return config[key]
-            if default is None:
-                raise ConfigError(f"{source}: missing field {keys[0]!r}")
-            return default
+        def key_of(*keys: str) -> str | None:
+            return next((k for k in keys if config.get(k) is not None), None)  # null counts as absent, as in HF
 
-        def integer(value, key: str) -> int:
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise ConfigError(f"{source}: field {key!r} must be an integer, got {value!r}")
-            return value
+        def integer(*keys: str, minimum: int = 1, default: int | None = None, label: str | None = None,
+                    maximum: int | None = MAX_DIMENSION) -> int:
+            key = key_of(*keys)
+            if key is None:
+                if default is not None:
+                    return default
+                label = label or keys[0]
+                others = [k for k in keys if k != label]
+                also = f" (also read as {' or '.join(others)})" if others else ""
+                doc.fail((label,), f"missing field; expected an integer >= {minimum}{also}")
+            value = config[key]
+            if not is_int(value) or value < minimum:
+                doc.fail_type((key,), value, f"an integer >= {minimum}")
+            if maximum is not None and value > maximum:
+                doc.fail_type((key,), value, f"an integer in {minimum}..{maximum}")
+            return int(value)
 
         # BloomConfig: `n_embed`, when given, overrides `hidden_size` (it is the older name the checkpoints use).
-        hidden = integer(config["n_embed"] if config.get("n_embed") is not None else get("hidden_size"), "hidden_size")
-        heads = integer(get("num_attention_heads", "n_head"), "num_attention_heads")
-        model_type = str(config.get("model_type", ""))
-        gated = model_type not in NON_GATED_MODEL_TYPES
-        dtype = str(config.get("torch_dtype") or "bfloat16")
-        if dtype not in DTYPE_BYTES:
-            raise ConfigError(f"{source}: field 'torch_dtype' is {dtype!r}; known: {', '.join(DTYPE_BYTES)}")
+        hidden = integer("n_embed", "hidden_size", label="hidden_size")
+        heads = integer("num_attention_heads", "n_head")
+        layers = integer("num_hidden_layers", "n_layer")
+        kv_heads = integer("num_key_value_heads", default=heads)
+        if heads % kv_heads:
+            doc.fail_type(("num_key_value_heads",), kv_heads, f"a divisor of num_attention_heads ({heads})")
+        if key_of("head_dim") is None and heads > hidden:
+            doc.fail_type((key_of("num_attention_heads", "n_head"),), heads,
+                          f"at most hidden_size ({hidden}) heads, as head_dim = hidden_size // num_attention_heads")
+        head_dim = integer("head_dim", default=hidden // heads)
         # MLP width when absent: BLOOM/GPT-style 4 x hidden (BLOOM has no intermediate_size field).
-        inter = get("intermediate_size", "n_inner", "ffn_dim", default=4 * hidden)
+        inter = integer("intermediate_size", "n_inner", "ffn_dim", default=4 * hidden)
+        vocab = integer("vocab_size")
+        mpe = integer("max_position_embeddings", default=0, maximum=None) or None
+        experts = integer("num_local_experts", minimum=0, default=0)
+        per_tok = integer("num_experts_per_tok", minimum=0, default=0)
+        if experts and not 0 < per_tok <= experts:
+            where = ("num_experts_per_tok",)
+            expected = f"an integer in 1..num_local_experts ({experts})"
+            if key_of("num_experts_per_tok") is None:
+                doc.fail(where, f"missing field; expected {expected}")
+            doc.fail_type(where, per_tok, expected)
+        model_type = config.get("model_type") or ""
+        if not isinstance(model_type, str):
+            doc.fail_type(("model_type",), model_type, "a string")
+        dtype_key = key_of("torch_dtype", "dtype")  # transformers >= 4.56 writes `dtype`
+        dtype = config[dtype_key] if dtype_key else "bfloat16"
+        if not isinstance(dtype, str) or dtype not in DTYPE_BYTES:
+            doc.fail_type((dtype_key or "torch_dtype",), dtype, f"one of {', '.join(DTYPE_BYTES)}")
+        tied = config.get("tie_word_embeddings")
+        if tied is None:
+            tied = model_type not in UNTIED_MODEL_TYPES
+        elif not isinstance(tied, bool):
+            doc.fail_type(("tie_word_embeddings",), tied, "true or false")
         try:
             return cls(
-                name=name,
-                hidden_size=hidden,
-                num_hidden_layers=integer(get("num_hidden_layers", "n_layer"), "num_hidden_layers"),
-                num_attention_heads=heads,
-                num_key_value_heads=integer(get("num_key_value_heads", default=heads), "num_key_value_heads"),
-                head_dim=integer(get("head_dim", default=hidden // heads), "head_dim"),
-                intermediate_size=integer(inter, "intermediate_size"),
-                vocab_size=integer(get("vocab_size"), "vocab_size"),
-                max_position_embeddings=config.get("max_position_embeddings"),
-                torch_dtype=dtype,
-                num_local_experts=integer(config.get("num_local_experts") or 0, "num_local_experts"),
-                num_experts_per_tok=integer(config.get("num_experts_per_tok") or 0, "num_experts_per_tok"),
-                gated_mlp=gated,
-                tie_word_embeddings=bool(config.get("tie_word_embeddings", model_type not in UNTIED_MODEL_TYPES)),
+                name=name, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
+                num_key_value_heads=kv_heads, head_dim=head_dim, intermediate_size=inter, vocab_size=vocab,
+                max_position_embeddings=mpe, torch_dtype=dtype, num_local_experts=experts,
+                num_experts_per_tok=per_tok, gated_mlp=model_type not in NON_GATED_MODEL_TYPES,
+                tie_word_embeddings=tied,
             )
         except ConfigError as exc:
             raise ConfigError(f"{source}: {exc}") from None
+
+
+# -- GPU specs -------------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,46 +430,75 @@ class GpuSpec:
     aliases: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        for field in ("peak_flops", "memory_bandwidth", "memory_bytes", "interconnect_bandwidth", "pcie_bandwidth"):
-            if getattr(self, field) <= 0:
-                raise ConfigError(f"gpu {self.name}: {field} must be > 0")
+        """The rules `from_toml` applies with the file's line numbers, for a spec built in Python (NaN refused)."""
+
+        def bad(field: str, expected: str) -> NoReturn:
+            raise ConfigError(f"gpu {self.name}: {field}: expected {expected}, got {show(getattr(self, field))}")
+
+        for field in ("peak_flops", "memory_bandwidth", "interconnect_bandwidth", "pcie_bandwidth"):
+            value = getattr(self, field)
+            if not (is_finite(value) and value > 0):
+                bad(field, "a finite number > 0")
+        if not is_int(self.memory_bytes) or not 0 < self.memory_bytes <= MAX_MEMORY_GIB * 2**30:
+            bad("memory_bytes", f"an integer in (0, {MAX_MEMORY_GIB * 2**30}]")
         for field in ("compute_efficiency", "memory_efficiency", "interconnect_efficiency"):
-            if not 0 < getattr(self, field) <= 1:
-                raise ConfigError(f"gpu {self.name}: efficiency.{field.split('_')[0]} must be in (0, 1]")
+            value = getattr(self, field)
+            if not (is_real(value) and 0 < value <= 1):
+                bad(field, "a fraction in (0, 1]")
         for field in ("allreduce_latency", "kernel_latency", "step_overhead"):
-            if getattr(self, field) < 0:
-                raise ConfigError(f"gpu {self.name}: {field} must be >= 0")
+            value = getattr(self, field)
+            if not (is_finite(value) and value >= 0):
+                bad(field, "a finite number of seconds >= 0")
+        if not isinstance(self.aliases, tuple) or not all(isinstance(a, str) for a in self.aliases):
+            bad("aliases", "a tuple of strings")
 
     @classmethod
-    def from_toml(cls, data: dict, source: str) -> GpuSpec:
-        """Datasheet units in the file (TFLOP/s, GB/s, GiB, us, ms); SI units in the spec."""
+    def from_toml(cls, data: dict, source: str, text: str | None = None) -> GpuSpec:
+        """Datasheet units in the file (TFLOP/s, GB/s, GiB, us, ms); SI units in the spec. `text`, the file's TOML,
+        lets an error name its line."""
+        doc = InputDoc(source, text, kind="toml")
+        check_keys(doc, data, (), GPU_KEYS)
+        eff = data.get("efficiency", {})
+        if not isinstance(eff, dict):
+            doc.fail_type(("efficiency",), eff, "a table [efficiency]")
+        check_keys(doc, eff, ("efficiency",), GPU_EFFICIENCY_KEYS)
 
-        def number(table: dict, key: str, default: float | None = None) -> float:
-            value = table.get(key, default)
+        def number(*where: str, default: float | None = None, kind: str = "positive") -> float:
+            table = eff if where[0] == "efficiency" else data
+            value = table.get(where[-1], default)
+            expected = {"positive": "a finite number > 0", "fraction": "a fraction in (0, 1]",
+                        "time": "a finite number >= 0", "memory": f"a number in (0, {MAX_MEMORY_GIB}]"}[kind]
             if value is None:
-                raise ConfigError(f"{source}: missing field {key!r}")
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise ConfigError(f"{source}: field {key!r} must be a number, got {value!r}")
+                doc.fail(where, f"missing field; expected {expected}")
+            ok = is_finite(value) and (value >= 0 if kind == "time" else value > 0)
+            if not ok or (kind == "fraction" and value > 1) or (kind == "memory" and value > MAX_MEMORY_GIB):
+                doc.fail_type(where, value, expected)
             return float(value)
 
-        eff = data.get("efficiency", {})
-        try:
-            return cls(
-                name=str(data.get("name") or Path(source).stem),
-                description=str(data.get("description", "")),
-                peak_flops=number(data, "dense_bf16_tflops") * 1e12,
-                memory_bandwidth=number(data, "memory_bandwidth_gb_s") * 1e9,
-                memory_bytes=int(number(data, "memory_gib") * 2**30),
-                interconnect_bandwidth=number(data, "interconnect_gb_s") * 1e9,
-                pcie_bandwidth=number(data, "pcie_gb_s") * 1e9,
-                compute_efficiency=number(eff, "compute", 0.7),
-                memory_efficiency=number(eff, "memory", 0.8),
-                interconnect_efficiency=number(eff, "interconnect", 0.55),
-                allreduce_latency=number(eff, "allreduce_latency_us", 30.0) * 1e-6,
-                kernel_latency=number(eff, "kernel_latency_us", 5.0) * 1e-6,
-                step_overhead=number(eff, "step_overhead_ms", 1.0) * 1e-3,
-                aliases=tuple(data.get("aliases", ())),
-            )
+        for key in ("name", "description"):
+            if not isinstance(data.get(key, ""), str):
+                doc.fail_type((key,), data[key], "a string")
+        aliases = data.get("aliases", [])
+        if not isinstance(aliases, list) or not all(isinstance(a, str) for a in aliases):
+            doc.fail_type(("aliases",), aliases, "a list of strings")
+        fields = dict(
+            name=data.get("name") or Path(source).stem,
+            description=data.get("description", ""),
+            peak_flops=number("dense_bf16_tflops") * 1e12,
+            memory_bandwidth=number("memory_bandwidth_gb_s") * 1e9,
+            memory_bytes=int(number("memory_gib", kind="memory") * 2**30),
+            interconnect_bandwidth=number("interconnect_gb_s") * 1e9,
+            pcie_bandwidth=number("pcie_gb_s") * 1e9,
+            compute_efficiency=number("efficiency", "compute", default=0.7, kind="fraction"),
+            memory_efficiency=number("efficiency", "memory", default=0.8, kind="fraction"),
+            interconnect_efficiency=number("efficiency", "interconnect", default=0.55, kind="fraction"),
+            allreduce_latency=number("efficiency", "allreduce_latency_us", default=30.0, kind="time") * 1e-6,
+            kernel_latency=number("efficiency", "kernel_latency_us", default=5.0, kind="time") * 1e-6,
+            step_overhead=number("efficiency", "step_overhead_ms", default=1.0, kind="time") * 1e-3,
+            aliases=tuple(aliases),
+        )
+        try:  # a unit conversion can still under- or overflow (1e-320 TFLOP/s)
+            return cls(**fields)
         except ConfigError as exc:
             raise ConfigError(f"{source}: {exc}") from None
 
@@ -198,46 +515,61 @@ def builtin_gpus() -> dict[str, GpuSpec]:
     gpus = {}
     for p in sorted(_data_dir("gpus").iterdir(), key=lambda p: p.name):
         if p.name.endswith(".toml"):
-            gpus[p.name[: -len(".toml")]] = GpuSpec.from_toml(tomllib.loads(p.read_text()), p.name)
+            text = p.read_text()
+            gpus[p.name[: -len(".toml")]] = GpuSpec.from_toml(tomllib.loads(text), p.name, text)
     return gpus
+
+
+def _path_kind(path: Path) -> str:
+    """"file", "dir", or "" (nothing there, or not a usable path: too long, an embedded NUL)."""
+    try:
+        return "file" if path.is_file() else "dir" if path.is_dir() else ""
+    except (OSError, ValueError):
+        return ""
 
 
 def load_model(spec: str | ModelSpec) -> ModelSpec:
     """A built-in name (`llama-3-8b`) or a path to a Hugging Face `config.json`."""
     if isinstance(spec, ModelSpec):
         return spec
+    if not isinstance(spec, str):
+        raise ConfigError(f"model: expected a built-in name or a path to a config.json, got {show(spec)}")
     name = spec.lower()
     if name in builtin_models():
-        return ModelSpec.from_config(json.loads((_data_dir("models") / f"{name}.json").read_text()), name,
-                                     f"{name}.json")
+        text = (_data_dir("models") / f"{name}.json").read_text()
+        return ModelSpec.from_config(json.loads(text), name, f"{name}.json", text)
     path = Path(spec)
-    if not path.is_file():
+    kind = _path_kind(path)
+    if kind != "file":
+        if kind == "dir":
+            raise ConfigError(f"{path}: is a directory; expected a Hugging Face config.json file, e.g. "
+                              f"{path / 'config.json'}")
         raise ConfigError(f"unknown model {spec!r}: not a file; built-in models: {', '.join(builtin_models())}")
-    try:
-        config = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"{path}: not a readable JSON config.json ({exc})") from None
-    if not isinstance(config, dict):
-        raise ConfigError(f"{path}: a config.json must hold a JSON object")
-    name = path.parent.name if path.name == "config.json" else path.stem
-    return ModelSpec.from_config(config, name, str(path))
+    what = "a Hugging Face config.json (a JSON object)"
+    text = read_input_text(path, what)
+    config = parse_json_input(path, text, what)
+    name = (path.parent.name or path.resolve().parent.name) if path.name == "config.json" else path.stem
+    return ModelSpec.from_config(config, name, str(path), text)
 
 
 def load_gpu(spec: str | GpuSpec) -> GpuSpec:
     """A built-in name or alias (`h100` -> `h100-80gb`) or a path to a TOML file shaped like the built-ins."""
     if isinstance(spec, GpuSpec):
         return spec
+    if not isinstance(spec, str):
+        raise ConfigError(f"gpu: expected a built-in name or a path to a GPU TOML, got {show(spec)}")
     gpus = builtin_gpus()
     name = spec.lower()
     for key, gpu in gpus.items():
         if name == key or name in gpu.aliases:
             return gpu
     path = Path(spec)
-    if not path.is_file():
+    kind = _path_kind(path)
+    if kind != "file":
+        if kind == "dir":
+            raise ConfigError(f"{path}: is a directory; expected a GPU spec TOML file")
         names = ", ".join(f"{k} ({', '.join(g.aliases)})" if g.aliases else k for k, g in gpus.items())
         raise ConfigError(f"unknown GPU {spec!r}: not a file; built-in GPUs: {names}")
-    try:
-        data = tomllib.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"{path}: not a readable TOML file ({exc})") from None
-    return GpuSpec.from_toml(data, str(path))
+    what = "a GPU spec TOML shaped like the built-ins"
+    text = read_input_text(path, what)
+    return GpuSpec.from_toml(parse_toml_input(path, text, what), str(path), text)
