@@ -90,9 +90,10 @@ class EngineConfig:
                 "Raise max_num_batched_tokens or enable chunked prefill."
             )
         if cfg.max_num_batched_tokens < cfg.max_num_seqs:
+            default = ", vLLM's default for the GPU" if self.max_num_seqs is None else ""
             raise ConfigError(
                 f"max_num_batched_tokens ({cfg.max_num_batched_tokens}) must be >= max_num_seqs "
-                f"({cfg.max_num_seqs})"
+                f"({cfg.max_num_seqs}{default}), as vLLM requires: raise the budget or lower max_num_seqs"
             )
         return cfg
 
