@@ -106,11 +106,14 @@ class EngineConfig:
         return tuple(f.name for f in fields(cls))
 
 
+MAX_COUNT = 2**31 - 1  # tokens, blocks, sequences: the step log keeps them as 32-bit integers
+
+
 def _positive(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_COUNT:
+        raise ConfigError(f"{name} must be a positive integer up to {MAX_COUNT}, got {value!r}")
 
 
 def _non_negative(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ConfigError(f"{name} must be an integer >= 0, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_COUNT:
+        raise ConfigError(f"{name} must be an integer from 0 to {MAX_COUNT}, got {value!r}")
