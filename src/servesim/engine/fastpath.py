@@ -18,17 +18,41 @@ the same token times (to float tolerance) and, with records kept in full, the sa
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from servesim.cost import CostModel, StepShape
 from servesim.engine.cohort import DecodeCohort
+from servesim.engine.config import EngineConfig
+from servesim.engine.kv import KVCache
 from servesim.engine.records import Scheduled, ScheduledEntry, StepRecord
 from servesim.engine.request import RequestState
+from servesim.engine.steplog import StepLog
 from servesim.engine.stretch import Stretch, plan_stretch, step_duration
 
 if TYPE_CHECKING:
-    from servesim.engine.loop import Engine
     from servesim.policies import SchedulerOutput
+
+
+class Engine(Protocol):
+    """What the fast path reads and moves of the iteration loop's state (`servesim.engine.loop.Engine`)."""
+
+    config: EngineConfig
+    cost: CostModel
+    sched: Any  # the policy's Scheduler: running, waiting, swapped, finish()
+    kv: KVCache
+    running: list[RequestState]
+    step: int  # the next step's index
+    now: float  # the clock: the next step's start
+    next_arrival: float | None
+    arrivals: list[str]  # ids arrived since the last step
+    n_done: int
+    log: StepLog
+    emit: Callable[[StepRecord], None]
+    keep_records: bool
+    reasons: bool
+
+    def num_waiting(self) -> int: ...
 
 
 class StepByStep:
