@@ -222,3 +222,16 @@ def test_every_simulating_command_takes_the_same_engine_and_cost_options():
     for names in shared:
         assert {"model", "gpu", "tp", "dtype", "cost", "max_num_seqs", "max_model_len", "block_size",
                 "gpu_memory_utilization", "num_requests", "dataset_name"} <= names
+
+
+def test_cost_refuses_a_gpu_beside_a_profile(monkeypatch, capsys, tmp_path):
+    from servesim.cost import CostParams, load_gpu
+    from servesim.cost.profile import profile_dict, save_profile
+
+    profile = tmp_path / "p.json"
+    gpu = load_gpu("a100")
+    save_profile(profile, profile_dict("llama-2-7b", gpu.name, 1, CostParams.defaults(gpu), {}, {}))
+    code, _, err = cli(monkeypatch, capsys, "cost", "--cost", str(profile), "--gpu", "h100", "--decodes", "8")
+    assert code == 2 and "fitted on its own GPU" in err and err.count("\n") == 1
+    code, out, err = cli(monkeypatch, capsys, "cost", "--cost", str(profile), "--decodes", "8", "--json")
+    assert code == 0, err

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from servesim.cli.app import app
-from servesim.cost import StepShape, get_cost_model
+from servesim.cost import StepShape
 from servesim.cost.specs import builtin_gpus, builtin_models, load_model
 from servesim.errors import ConfigError
 
@@ -37,8 +37,8 @@ def _table(title: str) -> "Table":
 def cost(
     model: Annotated[str | None, typer.Option(help="Built-in model name (see `servesim models`) or PATH/config.json "
                                               "[default: llama-3-8b, or the --cost profile's model].")] = None,
-    gpu: Annotated[str, typer.Option(help="Built-in GPU name or alias (see `servesim gpus`) or PATH.toml "
-                                     "(with --cost, the profile's GPU is used).")] = "h100-80gb",
+    gpu: Annotated[str | None, typer.Option(help="Built-in GPU name or alias (see `servesim gpus`) or PATH.toml "
+                                            "[default: h100-80gb; a --cost profile has its own].")] = None,
     tp: Annotated[int | None, typer.Option(help="Tensor-parallel size (GPUs per replica) [default: 1, or the "
                                            "--cost profile's].")] = None,
     prefill: Annotated[list[str] | None, typer.Option(
@@ -53,10 +53,11 @@ def cost(
     from servesim.cost.calibrate import parse_prefill
 
     # The model and GPU first, so a misspelled name is reported (with the valid ones) before a missing step.
-    if cost_profile:
-        roof = get_cost_model("profile", path=cost_profile, tp=tp, model=model)
-    else:
-        roof = get_cost_model("roofline", model=model or "llama-3-8b", gpu=gpu, tp=tp or 1)
+    from servesim.defaults import build_cost
+
+    if cost_profile is not None and not cost_profile.endswith((".json", ".toml")):
+        raise ConfigError(f"--cost {cost_profile}: expected a profile PATH.json or PATH.toml (`servesim calibrate`)")
+    roof = build_cost(cost_profile or "roofline", model=model, gpu=gpu, tp=tp)
     chunks = [c for spec in prefill or () for c in parse_prefill(spec)]
     if decodes < 0 or context < 0:
         raise ConfigError("--decodes and --context must be >= 0")
