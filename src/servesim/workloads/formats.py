@@ -145,7 +145,7 @@ def choose_format(
         found = [f for f in FORMATS.values() if all(c in header for c in f.required)]
         if not found:
             raise WorkloadError(
-                f"{where}: line 1: unrecognised columns {', '.join(header) or '(none)'}; expected one of: "
+                f"{where}: line 1: unrecognised columns {names(header)}; expected one of: "
                 + "; ".join(f"{f.name} ({', '.join(f.required)})" for f in FORMATS.values())
                 + ". Or give --columns arrival=COL,prompt=COL,output=COL"
             )
@@ -161,8 +161,13 @@ def check_header(fmt: TraceFormat, header: tuple[str, ...], where: str) -> None:
         if col not in header:
             raise WorkloadError(
                 f"{where}: line 1: no column {col!r}{did_you_mean(col, spare)} (format {fmt.name}); "
-                f"columns present: {', '.join(header) or '(none)'}"
+                f"columns present: {names(header)}"
             )
+
+
+def names(header: tuple[str, ...]) -> str:
+    """Column names for a message: as they are, or quoted with escapes when they hold control characters."""
+    return ", ".join(h if h.isprintable() else repr(h) for h in header) or "(none)"
 
 
 def did_you_mean(word: str, options: object) -> str:

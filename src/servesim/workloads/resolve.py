@@ -18,7 +18,7 @@ from servesim.errors import WorkloadError
 from servesim.workloads.builtin import BUILTIN_WORKLOADS, builtin_table
 from servesim.workloads.loaders import load_trace
 from servesim.workloads.synthetic import ClosedLoop, LengthDist, arrival_times, parse_length, synthetic_lengths
-from servesim.workloads.table import RequestTable
+from servesim.workloads.table import MAX_SYNTHETIC_REQUESTS, RequestTable
 from servesim.workloads.transforms import cap_lengths, sample, scale_rate, time_window
 
 RANDOM = "random"  # vllm bench serve's --dataset-name for synthetic lengths
@@ -46,6 +46,8 @@ def load_table(
             raise WorkloadError(f"--format/--columns describe files; {spec!r} is a built-in workload")
         return builtin_table(spec)
     path = Path(spec)
+    if path.is_dir():
+        raise WorkloadError(f"{spec}: is a directory; expected a trace file, a built-in workload or {RANDOM!r}")
     if not path.is_file():
         raise WorkloadError(
             f"{spec}: no such file, and not a built-in workload "
@@ -85,8 +87,11 @@ def make_table(
         n = DEFAULT_NUM_REQUESTS if num_requests is None else num_requests
         if window is not None:
             raise WorkloadError(f"--window selects part of a trace; --workload {RANDOM} has no trace to cut")
-        if n < 1:
-            raise WorkloadError(f"--num-requests: got {n}; expected at least 1")
+        if not 1 <= n <= MAX_SYNTHETIC_REQUESTS:
+            raise WorkloadError(
+                f"--num-requests: got {n:,}; expected from 1 to {MAX_SYNTHETIC_REQUESTS:,} synthetic requests "
+                "(servesim's limit: each takes memory before anything runs)"
+            )
         p, o = synthetic_lengths(
             length_dist(prompt_len or DEFAULT_PROMPT_LEN, "--prompt-len"),
             length_dist(output_len or DEFAULT_OUTPUT_LEN, "--output-len"),

@@ -12,7 +12,7 @@ import numpy as np
 
 from servesim.engine.request import Request
 from servesim.errors import WorkloadError
-from servesim.workloads.table import RequestTable
+from servesim.workloads.table import MAX_ARRIVAL_S, MAX_TOKENS, RequestTable
 
 
 def arrival_times(n: int, request_rate: float, burstiness: float, rng: np.random.Generator) -> np.ndarray:
@@ -32,11 +32,26 @@ def arrival_times(n: int, request_rate: float, burstiness: float, rng: np.random
         raise WorkloadError(f"--burstiness: got {burstiness}; expected a gamma shape > 0 (1 = Poisson, inf = fixed)")
     if n == 0 or math.isinf(request_rate):
         return np.zeros(n)
+    if n / request_rate > MAX_ARRIVAL_S:
+        raise WorkloadError(
+            f"--request-rate: got {request_rate:g}; {n:,} requests at that rate take {n / request_rate:.3g} s, "
+            f"expected at most {MAX_ARRIVAL_S:,} s (10 years, servesim's limit)"
+        )
+    scale = 1.0 / (request_rate * burstiness) if request_rate * burstiness > 0 else math.inf
     if math.isinf(burstiness):
         gaps = np.full(n, 1.0 / request_rate)
+    elif math.isfinite(scale):
+        gaps = rng.gamma(shape=burstiness, scale=scale, size=n)
     else:
-        gaps = rng.gamma(shape=burstiness, scale=1.0 / (request_rate * burstiness), size=n)
+        raise WorkloadError(
+            f"--burstiness: got {burstiness:g} with --request-rate {request_rate:g}; expected a burstiness whose "
+            "gaps' scale 1 / (rate * burstiness) is a finite number of seconds"
+        )
     t = np.cumsum(gaps)
+    if not np.isfinite(t[-1]):  # a gamma shape so small that one gap is beyond any float
+        raise WorkloadError(
+            f"--burstiness: got {burstiness:g}; the gaps it draws overflow; expected a larger burstiness"
+        )
     if t[-1] > 0:
         t *= (n / request_rate) / t[-1]
     return t
@@ -75,8 +90,6 @@ class LengthDist:
         high = MAX_TOKENS if self.high is None else min(self.high, MAX_TOKENS)
         return np.clip(np.rint(x), self.low, high).astype(np.int64)
 
-
-MAX_TOKENS = 2**31 - 1  # no context window comes near it; larger values are a typo, not a workload
 
 LENGTH_SYNTAX = (
     "N | uniform:LO:HI | normal:MEAN:STD[:LO:HI] | lognormal:MEAN:SIGMA[:LO:HI] | trace:WORKLOAD (a built-in or file)"

@@ -17,6 +17,11 @@ import numpy as np
 from servesim.engine.request import Request, unchecked_requests
 from servesim.errors import WorkloadError
 
+# Bounds on what a workload can hold; loaders and generators refuse values beyond them with a WorkloadError.
+MAX_TOKENS = 2**31 - 1  # a prompt or output length: no context window comes near it; larger is a typo, not a workload
+MAX_ARRIVAL_S = 315_576_000  # 10 (Julian) years: arrival times, from the first request, are at most this many seconds
+MAX_SYNTHETIC_REQUESTS = 100_000_000  # `--workload random --num-requests`: ~2.4 GB of columns before any simulating
+
 # The canonical file format (`--format servesim`), written by `servesim workload generate`.
 SERVESIM_COLUMNS = ("arrival_time", "prompt_len", "output_len", "priority", "session_id", "hash_ids")
 
@@ -46,6 +51,8 @@ class RequestTable:
             raise ValueError("hash_ids and hash_offsets go together")
         if self.hash_offsets is not None and len(self.hash_offsets) != n + 1:
             raise ValueError(f"hash_offsets needs {n + 1} entries, has {len(self.hash_offsets)}")
+        if self.hash_offsets is not None and self.hash_offsets[-1] != len(self.hash_ids):  # type: ignore[arg-type]
+            raise ValueError(f"hash_offsets end at {self.hash_offsets[-1]}, hash_ids has {len(self.hash_ids)}")
         if n and (min(self.prompt_len.min(), self.output_len.min()) < 1):
             raise ValueError("prompt_len and output_len must be >= 1")
         if n > 1 and np.any(np.diff(self.arrival_time) < 0):

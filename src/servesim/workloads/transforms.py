@@ -11,7 +11,7 @@ from dataclasses import replace
 import numpy as np
 
 from servesim.errors import WorkloadError
-from servesim.workloads.table import RequestTable
+from servesim.workloads.table import MAX_ARRIVAL_S, RequestTable
 
 
 def time_window(table: RequestTable, start: float, end: float = math.inf) -> RequestTable:
@@ -33,6 +33,12 @@ def scale_rate(table: RequestTable, factor: float) -> RequestTable:
     """Multiply the request rate by `factor`: arrival times are divided by it (2 = twice as fast)."""
     if not (factor > 0 and math.isfinite(factor)):
         raise WorkloadError(f"--rate-scale: got {factor}; expected a finite factor > 0 (2 = twice the rate)")
+    span = float(table.arrival_time[-1]) / factor if len(table) else 0.0
+    if not span <= MAX_ARRIVAL_S:
+        raise WorkloadError(
+            f"--rate-scale: got {factor:g}; the arrivals would span {span:.3g} s, expected at most "
+            f"{MAX_ARRIVAL_S:,} s (10 years, servesim's limit)"
+        )
     return replace(table, arrival_time=table.arrival_time / factor)
 
 
