@@ -208,10 +208,12 @@ def scenario_config(scenario: dict[str, Any], requests: list[Request]) -> Engine
     return EngineConfig(policy=c.get("policy", "fcfs"), **kw)
 
 
-def run_scenario(scenario: dict[str, Any]) -> SimResult:
-    """Every step costs 1.0 (step k starts at time k), whatever `step_duration`: it only scales arrival times."""
+def run_scenario(scenario: dict[str, Any], record: str = "steps") -> SimResult:
+    """Every step costs 1.0 (step k starts at time k), whatever `step_duration`: it only scales arrival times.
+    `record`: "steps" is all `to_trace` reads; "full" adds why each waiting request got nothing (slower: a few
+    hundred queued requests are noted every step)."""
     reqs = scenario_requests(scenario)
-    return simulate(reqs, scenario_config(scenario, reqs), policy="vllm", cost=UnitCost(1.0))
+    return simulate(reqs, scenario_config(scenario, reqs), policy="vllm", cost=UnitCost(1.0), record=record)
 
 
 def to_trace(scenario: dict[str, Any], result: SimResult) -> dict[str, Any]:

@@ -210,6 +210,9 @@ def _preemption_text(result: SimResult, p, chunks: list[tuple[int, int]], prompt
     rid = p.id
     free = result.steps[p.step - 1].free_blocks_after_step if p.step > 0 else None
     why = f" with {_plural(free, 'KV block')} free at the step's start" if free is not None else ""
+    if p.mode.startswith("drop"):  # async scheduling: its last token was already in flight
+        return (f"Preempted in step {p.step}{why} while its last token was in flight: it gave back "
+                f"{_plural(p.blocks_freed, 'KV block')} at once and still finished with that token.")
     cost = f"discarded {p.tokens_discarded} computed tokens" if p.tokens_discarded else \
         f"copied {p.bytes_moved} bytes to host ({ms(p.swap_time)})"
     text = f"Preempted in step {p.step} ({p.mode}{', again' if p.repeat else ''}){why}: {cost} and freed " \
@@ -291,6 +294,10 @@ def explain_run(result: SimResult, unchunked: SimResult | None = None) -> list[s
     from servesim.analysis.breakdown import request_breakdown
     from servesim.analysis.metrics import token_gaps
     from servesim.analysis.overload import detect_overload
+
+    if result.rejected and len(result.rejected) == len(result.requests):
+        return [f"No request was served: all {len(result.requests):,} are longer than max_model_len "
+                f"{result.config.max_model_len:,} (prompt + output tokens), and vLLM rejects them on arrival."]
 
     _need_records(result, "explain_run")
     out = [bound_sentence(result)]

@@ -197,7 +197,8 @@ class Engine:
         """Async scheduling: last step's finishes give back their blocks and seats now."""
         observed = [s.request_id for s in self.release]
         for s in self.release:
-            self.sched.finish(s)
+            if s.num_blocks:  # else preempted while its last token was in flight: blocks and seat already back
+                self.sched.finish(s)
         self.release = []
         return observed
 

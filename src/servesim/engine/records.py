@@ -57,7 +57,7 @@ class Preemption:
 
     step: int
     id: str
-    mode: str  # "recompute" | "swap" | "recompute (swap pool full)"
+    mode: str  # "recompute" | "swap" | "recompute (swap pool full)" | "drop (last token in flight)" (async)
     tokens_discarded: int  # computed tokens thrown away (recompute), else 0
     bytes_moved: int  # KV bytes copied to host (swap), else 0
     blocks_freed: int

@@ -15,6 +15,9 @@ from servesim.engine.records import Preemption, Reason, Waiting
 from servesim.engine.request import RequestState, RequestStatus
 from servesim.policies.queue import make_queue
 
+# the ledger's mode for a victim whose last token was in flight (async scheduling): dropped, never recomputed
+FINISHED_IN_FLIGHT = "drop (last token in flight)"
+
 
 @dataclass(slots=True)
 class SchedulerOutput:
@@ -77,7 +80,12 @@ class Scheduler:
         blocks = victim.num_blocks
         repeat = victim.num_preemptions > 0
         victim.num_preemptions += 1
-        if cfg.preemption_mode == "swap" and kv.can_swap_out(victim):
+        if victim.status is RequestStatus.FINISHED:
+            # async scheduling: its last token is in flight and still finishes it, so it only gives its blocks
+            # back now (the engine's release then has nothing left to free) and nothing is recomputed
+            kv.free(victim)
+            entry = Preemption(self.step_index, victim.request_id, FINISHED_IN_FLIGHT, 0, 0, blocks, 0.0, repeat)
+        elif cfg.preemption_mode == "swap" and kv.can_swap_out(victim):
             kv.swap_out(victim)
             nbytes = blocks * cfg.block_size * cfg.kv_bytes_per_token
             out.swap_out_blocks += blocks
@@ -128,12 +136,13 @@ class Scheduler:
         if shared is None:
             shared = head_reason in (Reason.MAX_NUM_SEQS, Reason.TOKEN_BUDGET, Reason.ADMISSION_FROZEN,
                                      Reason.BATCH_CLOSED)
-        head = None
-        for s in requests:
-            if head is None:
-                head = s
-                self.note(s, head_reason, head_detail)
-            elif shared:
-                self.note(s, head_reason, head_detail)
-            else:
-                self.note(s, Reason.BLOCKED_BEHIND_HEAD, f"behind {head.request_id}")
+        rest = iter(requests)
+        head = next(rest, None)
+        if head is None:
+            return
+        add = self.out.waiting.append  # hot with a long queue: one record per queued request per step
+        add(Waiting(head.request.request_id, head_reason, head_detail))
+        if not shared:
+            head_reason, head_detail = Reason.BLOCKED_BEHIND_HEAD, f"behind {head.request.request_id}"
+        for s in rest:
+            add(Waiting(s.request.request_id, head_reason, head_detail))

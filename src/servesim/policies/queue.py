@@ -9,9 +9,12 @@ from collections.abc import Iterator
 from servesim.engine.request import RequestState
 
 
-def priority_key(s: RequestState) -> tuple[int, float, str]:
-    """vLLM's request order under the priority policy: (priority, arrival_time, request_id)."""
-    return (s.request.priority, s.request.arrival_time, s.request.request_id)
+def priority_key(s: RequestState) -> tuple[int, float, int]:
+    """vLLM's request order under the priority policy: (priority, arrival_time, request_id), where vLLM stamps
+    `arrival_time` when it creates the request, so it strictly increases in arrival order and the id never
+    decides. Requests join in (arrival_time, workload index) order, so the index stands for that stamp: two
+    requests of one priority arriving in one step keep workload order (never id-string order)."""
+    return (s.request.priority, s.request.arrival_time, s.index)
 
 
 class FCFSQueue(deque):
@@ -30,24 +33,25 @@ class PriorityQueue:
     __slots__ = ("_h",)
 
     def __init__(self) -> None:
-        self._h: list[tuple[tuple[int, float, str], int, RequestState]] = []
+        self._h: list[tuple[int, float, int, RequestState]] = []  # priority_key(s) + (s,): the index is unique
 
     def add(self, s: RequestState) -> None:
-        heapq.heappush(self._h, (priority_key(s), s.index, s))
+        r = s.request
+        heapq.heappush(self._h, (r.priority, r.arrival_time, s.index, s))
 
     push_front = add  # a preempted request goes back into the priority order
 
     def peek(self) -> RequestState:
-        return self._h[0][2]
+        return self._h[0][3]
 
     def pop(self) -> RequestState:
-        return heapq.heappop(self._h)[2]
+        return heapq.heappop(self._h)[3]
 
     def __len__(self) -> int:
         return len(self._h)
 
     def __iter__(self) -> Iterator[RequestState]:
-        return (item[2] for item in sorted(self._h))
+        return (item[3] for item in sorted(self._h))
 
 
 def make_queue(policy: str) -> FCFSQueue | PriorityQueue:

@@ -11,6 +11,7 @@ from servesim.engine.kv import blocks_for
 from servesim.engine.records import Reason
 from servesim.engine.request import RequestState
 from servesim.policies.base import Scheduler, SchedulerOutput
+from servesim.policies.queue import priority_key
 
 
 class VLLMScheduler(Scheduler):
@@ -18,41 +19,13 @@ class VLLMScheduler(Scheduler):
 
     def schedule(self, num_decoding_ahead: int = 0) -> SchedulerOutput:
         self.out = out = SchedulerOutput()
-        cfg, kv, running = self.config, self.kv, self.running
+        cfg = self.config
         # the engine's decode cohort: the first running requests, already given one token each (engine.fastpath)
         budget = cfg.max_num_batched_tokens - num_decoding_ahead
         # NOTE: a lone request is never capped by long_prefill_token_threshold.
-        many = len(running) + len(self.waiting) + len(self.swapped) > 1
+        many = len(self.running) + len(self.waiting) + len(self.swapped) > 1
         cap = cfg.long_prefill_token_threshold if many else 0
-
-        # running: in admission order; on a KV shortfall preempt until the request fits
-        i = num_decoding_ahead
-        while i < len(running) and budget > 0:
-            req = running[i]
-            n = min(req.num_tokens_needed, budget, cap or budget)
-            if n == 0:  # async scheduling: finished, waiting for its blocks to be released
-                i += 1
-                continue
-            while not kv.allocate(req, req.num_computed_tokens + n):
-                victim = self.pick_victim()
-                if victim in out.scheduled:  # priority: an already scheduled request gives its tokens back
-                    budget += out.scheduled.pop(victim)
-                    i -= 1
-                self.preempt(victim)
-                if victim is req:
-                    break
-            else:
-                out.scheduled[req] = n
-                budget -= n
-                i += 1
-                continue
-            if cfg.policy == "fcfs":
-                break  # the request being scheduled was the last one running: nothing left to scan
-        if self.explain:
-            for req in running[i:]:
-                if req not in out.scheduled and req.num_tokens_needed:
-                    self.note(req, Reason.TOKEN_BUDGET, "budget spent on requests ahead")
-
+        budget = self._schedule_running(num_decoding_ahead, budget, cap)
         # waiting: only when nothing was preempted this step; in queue order, never skipping the head
         if out.preempted:
             self.note_rest(self.swapped, Reason.ADMISSION_FROZEN, "a request was preempted this step")
@@ -62,30 +35,71 @@ class VLLMScheduler(Scheduler):
         if self.swapped:
             self.note_rest(self.waiting, Reason.BLOCKED_BEHIND_HEAD, "swapped requests resume first")
             return out
-        while len(self.waiting):
-            req = self.waiting.peek()
-            n = min(req.num_tokens_needed, budget, cap or budget)
-            why = self._cannot_admit(req, budget, n)
-            if why:
-                self.note_rest(self.waiting, *why)
-                break
-            kv.allocate(req, n)
-            self.waiting.pop()
-            if req.num_preemptions:
-                out.resumed.add(req)
-            self.admit(req, n)
-            budget -= n
+        self._admit_waiting(budget, cap)
         return out
 
+    def _schedule_running(self, i: int, budget: int, cap: int) -> int:
+        """Running requests from `running[i]`, in admission order; on a KV shortfall preempt until the request
+        fits. Returns the budget left."""
+        out, kv, running = self.out, self.kv, self.running
+        while i < len(running) and budget > 0:
+            req = running[i]
+            n = min(req.num_tokens_needed, budget, cap or budget)
+            if n == 0:  # async scheduling: its last token is in flight; it stays in `running` until released
+                i += 1
+                continue
+            while not kv.allocate(req, req.num_computed_tokens + n):
+                victim = self.pick_victim()
+                if victim in out.scheduled:  # priority: an already scheduled request gives its tokens back
+                    budget += out.scheduled.pop(victim)
+                    i -= 1
+                # NOTE: as in vLLM, the scan index moves back only for a scheduled victim; an unscheduled one
+                # standing before `req` (async: its last token in flight) shifts the scan past the next request.
+                self.preempt(victim)
+                if victim is req:
+                    break
+            else:
+                out.scheduled[req] = n
+                budget -= n
+                i += 1
+                continue
+            if self.config.policy == "fcfs":
+                break  # the request being scheduled was the last one running: nothing left to scan
+        if self.explain:
+            for req in running[i:]:
+                if req not in out.scheduled and req.num_tokens_needed:
+                    self.note(req, Reason.TOKEN_BUDGET, "budget spent on requests ahead")
+        return budget
+
+    def _admit_waiting(self, budget: int, cap: int) -> None:
+        waiting = self.waiting
+        while len(waiting):
+            req = waiting.peek()
+            n = req.num_tokens_needed
+            if cap and n > cap:  # the threshold caps first: with chunking off a long prompt still goes in chunks
+                n = cap
+            why = self._cannot_admit(req, budget, n)
+            if why:
+                self.note_rest(waiting, *why)
+                return
+            n = min(n, budget)
+            self.kv.allocate(req, n)
+            waiting.pop()
+            if req.num_preemptions:
+                self.out.resumed.add(req)
+            self.admit(req, n)
+            budget -= n
+
     def _cannot_admit(self, req: RequestState, budget: int, n: int) -> tuple[Reason, str, bool] | None:
+        """Why the head of the queue, capped to `n` tokens by the threshold, cannot be admitted (None: it can)."""
         cfg = self.config
         if len(self.running) >= cfg.max_num_seqs:
             return Reason.MAX_NUM_SEQS, f"{len(self.running)} running = max_num_seqs", True
         if budget <= 0:
             return Reason.TOKEN_BUDGET, f"0 of {cfg.max_num_batched_tokens} tokens left", True
-        if not cfg.enable_chunked_prefill and req.num_tokens_needed > budget:
-            return Reason.TOKEN_BUDGET, f"needs {req.num_tokens_needed} tokens, {budget} left, chunking off", False
-        need = self.admission_blocks(req, n) + self.watermark_blocks()
+        if not cfg.enable_chunked_prefill and n > budget:
+            return Reason.TOKEN_BUDGET, f"needs {n} tokens, {budget} left, chunking off", False
+        need = self.admission_blocks(req, min(n, budget)) + self.watermark_blocks()
         if not self.kv.can_fit(need):
             return Reason.KV_BLOCKS, f"needs {need} blocks, {self.kv.free_blocks} free", False
         return None
@@ -108,13 +122,11 @@ class VLLMScheduler(Scheduler):
         return budget
 
     def pick_victim(self) -> RequestState:
-        # async scheduling: a finished request still holding its seat is released next step, never preempted
-        candidates = [r for r in self.running if not r.is_finished]
+        """fcfs: the newest running request; priority: the largest (priority, arrival_time). Under async
+        scheduling a request whose last token is still in flight is still running, and can be the victim."""
         if self.config.policy == "priority":
-            # NOTE: vLLM stamps arrival_time when a request is created, so of two requests with equal times the
-            # one created later is the larger; the workload index plays that part here.
-            return max(candidates, key=lambda r: (r.request.priority, r.request.arrival_time, r.index))
-        return candidates[-1]
+            return max(self.running, key=priority_key)
+        return self.running[-1]
 
 
 class ContinuousScheduler(VLLMScheduler):
