@@ -235,3 +235,12 @@ def test_cost_refuses_a_gpu_beside_a_profile(monkeypatch, capsys, tmp_path):
     assert code == 2 and "fitted on its own GPU" in err and err.count("\n") == 1
     code, out, err = cli(monkeypatch, capsys, "cost", "--cost", str(profile), "--decodes", "8", "--json")
     assert code == 0, err
+
+
+@pytest.mark.parametrize("command", [["explain"], ["trace"], ["run"], ["compare", "--policies", "static,vllm"]])
+def test_every_request_too_long_is_said_not_crashed(monkeypatch, capsys, command):
+    code, out, err = cli(monkeypatch, capsys, *command, "--workload", "seed", "--max-model-len", "1")
+    assert code == 0, err
+    assert "5 requests (e.g. d0) longer than max_model_len 1" in err
+    if command == ["explain"]:
+        assert "No request was served: all 5 are longer than max_model_len 1" in out

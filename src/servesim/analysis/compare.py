@@ -90,7 +90,8 @@ def compare_rows(results: dict[str, SimResult]) -> list[tuple[str, list[str]]]:
         row(f"Mean {short} (ms)", lambda k, r, m=metric: ms2(bms[k][m].mean))
         row(f"P99 {short} (ms)", lambda k, r, m=metric: ms2(bms[k][m].percentile(99.0)))
     row("Worst gap between tokens (ms)", lambda k, r: ms2(g.seconds * 1000) if (g := worst_gap(r)) else "-")
-    row(f"TTFT of {lp}, longest prompt (ms)", lambda k, r: ms2(r.request(lp).ttft * 1000))
+    row(f"TTFT of {lp}, longest prompt (ms)",
+        lambda k, r: "-" if r.request(lp).ttft is None else ms2(r.request(lp).ttft * 1000))
     row(f"Prefill chunks of {lp}", lambda k, r: str(len(prefill_chunks(r, lp))))
     row("Request throughput (req/s)", lambda k, r: ms2(bms[k].request_throughput))
     row("Output token throughput (tok/s)", lambda k, r: ms2(bms[k].output_throughput))
@@ -165,12 +166,14 @@ def compare_sentences(results: dict[str, SimResult]) -> list[str]:
                     text += f" ({gap_cause(b, tb)})"
             parts.append(text)
         ra, rb = a.request(lp), b.request(lp)
-        text = f"the long prompt's TTFT {_moved(ra.ttft, rb.ttft, 'rose', 'fell')} from {ms(ra.ttft)} to {ms(rb.ttft)}"
-        qa = (ra.first_scheduled_time or ra.arrival_time) - ra.arrival_time
-        qb = (rb.first_scheduled_time or rb.arrival_time) - rb.arrival_time
-        if abs(qa - qb) > 1e-9:
-            text += f" ({lp} queued {ms(qb)} instead of {ms(qa)})"
-        parts.append(text)
+        if ra.ttft is not None and rb.ttft is not None:  # both served it (a request can fail on arrival)
+            text = (f"the long prompt's TTFT {_moved(ra.ttft, rb.ttft, 'rose', 'fell')} from {ms(ra.ttft)} to "
+                    f"{ms(rb.ttft)}")
+            qa = (ra.first_scheduled_time or ra.arrival_time) - ra.arrival_time
+            qb = (rb.first_scheduled_time or rb.arrival_time) - rb.arrival_time
+            if abs(qa - qb) > 1e-9:
+                text += f" ({lp} queued {ms(qb)} instead of {ms(qa)})"
+            parts.append(text)
         pa, pb = prompt_tokens_processed(a), prompt_tokens_processed(b)
         la, lb = sum(prefill_chunks(a, lp)), sum(prefill_chunks(b, lp))
         if pa == pb:

@@ -149,6 +149,7 @@ def compare(
     else:
         results = run_sweep(reqs, policy, cfg, cm, *parse_set(set_))
     note(opts.lesson_note(policy))
+    rejected_note(max(results.values(), key=lambda r: len(r.rejected)))
     from rich.table import Table
 
     t = Table(title=f"{opts.workload}: side by side ({cm.name} cost)", title_justify="left")
