@@ -244,3 +244,14 @@ def test_every_request_too_long_is_said_not_crashed(monkeypatch, capsys, command
     assert "5 requests (e.g. d0) longer than max_model_len 1" in err
     if command == ["explain"]:
         assert "No request was served: all 5 are longer than max_model_len 1" in out
+
+
+def test_compare_set_names_the_knob_once_and_each_value_fits_80_columns(monkeypatch, capsys):
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out, err = cli(monkeypatch, capsys, "compare", "--workload", "seed", "--set",
+                         "max_num_batched_tokens=256,512,2048")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0] == "seed: max_num_batched_tokens = 256, 512, 2048 (vllm, toy cost)"
+    assert "256" in lines[2] and "512" in lines[2] and "2048" in lines[2] and "…" not in lines[2]
+    assert max(len(line) for line in lines if line.startswith(("┃", "│", "┏", "└"))) <= 80

@@ -152,9 +152,15 @@ def compare(
     rejected_note(max(results.values(), key=lambda r: len(r.rejected)))
     from rich.table import Table
 
-    t = Table(title=f"{opts.workload}: side by side ({cm.name} cost)", title_justify="left")
+    title = f"{opts.workload}: side by side ({cm.name} cost)"
+    headers = list(results)
+    if set_ is not None:  # every column is one value of the knob: the title names the knob, a header its value
+        knob = headers[0].partition("=")[0]
+        headers = [h.partition("=")[2] for h in headers]
+        title = f"{opts.workload}: {knob} = {', '.join(headers)} ({policy}, {cm.name} cost)"
+    t = Table(title=title, title_justify="left")
     t.add_column("")
-    for name in results:
+    for name in headers:
         t.add_column(name, justify="right")
     for label, values in compare_rows(results):
         t.add_row(label, *values)
