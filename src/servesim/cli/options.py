@@ -39,7 +39,8 @@ from servesim.engine.config import BLOCK_SIZES, EngineConfig
 from servesim.engine.request import Request
 from servesim.errors import ConfigError
 
-Policy = Annotated[str, typer.Option("--policy", "-p", help="Scheduling policy: static | continuous | vllm.")]
+Policy = Annotated[str, typer.Option("--policy", "-p",
+                                     help="Scheduling policy: static | continuous | vllm (v1) | vllm-v0.")]
 
 
 def _opt(*names: str, help: str) -> Any:

@@ -88,13 +88,16 @@ class StepByStep:
 class FastPath:
     """The decode cohort and the stretches it runs alone (see the module's docstring)."""
 
-    __slots__ = ("cohort", "aggregate", "priority", "n", "growth", "contexts")
+    __slots__ = ("cohort", "aggregate", "priority", "decodes_first", "n", "growth", "contexts")
 
-    def __init__(self, cost: CostModel, block_size: int, grows: bool, priority: bool) -> None:
+    def __init__(self, cost: CostModel, block_size: int, grows: bool, priority: bool,
+                 decodes_first: bool = True) -> None:
         self.cohort = DecodeCohort(block_size, grows=grows)
         # the cost model prices n decodes from their context sum (else each step gets the members' contexts)
         self.aggregate = hasattr(cost, "step_time_with_decodes") and hasattr(cost, "decode_stretch")
         self.priority = priority  # a priority victim could be a member: schedule() must then see everyone
+        # False: a step that admits a prompt runs no decode (vLLM v0), so while someone waits schedule() decides
+        self.decodes_first = decodes_first
         self.n = self.growth = 0  # this step's cohort: its size, the blocks it allocates
         self.contexts: list[int] | None = None  # its members' contexts (cost models without aggregates)
 
@@ -102,8 +105,8 @@ class FastPath:
     def stretch(self, engine: Engine) -> bool:
         """Take the cohort into this step. When it alone runs and nobody waits, apply the stretch of steps up to
         the next event and return True. Everyone is brought up to date first when schedule() must see them all
-        (the cohort's blocks do not fit, so schedule() picks victims among everyone; or a priority victim could be
-        a member)."""
+        (the cohort's blocks do not fit, so schedule() picks victims among everyone; a priority victim could be
+        a member; or the policy may run a prompt instead of the decodes, as vLLM v0 does)."""
         cohort, running, kv = self.cohort, engine.running, engine.kv
         n = cohort.n
         self.n = self.growth = 0
@@ -111,7 +114,8 @@ class FastPath:
         if not n:
             return False
         growth = cohort.growth(engine.step)
-        if (kv.free_blocks is not None and growth > kv.free_blocks) or (self.priority and n < len(running)):
+        if ((kv.free_blocks is not None and growth > kv.free_blocks) or (self.priority and n < len(running))
+                or (not self.decodes_first and len(engine.sched.waiting) and not engine.sched.swapped)):
             cohort.leave_all(running, engine.step)
             return False
         self.n, self.growth = n, growth

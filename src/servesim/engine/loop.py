@@ -87,8 +87,8 @@ class Engine:
             if max_records == 0:
                 self.stop_recording()
         self.log = StepLog()
-        self.fast = (FastPath(cost, cfg.block_size, not self.sched.reserves_lifetime_kv, cfg.policy == "priority")
-                     if fast else StepByStep())
+        self.fast = (FastPath(cost, cfg.block_size, not self.sched.reserves_lifetime_kv, cfg.policy == "priority",
+                              self.sched.decodes_ahead) if fast else StepByStep())
         order = sorted(range(len(requests)), key=lambda i: (requests[i].arrival_time, i))
         self.states = [RequestState(requests[i], i) for i in order]
         # requests longer than max_model_len fail at once, as vLLM rejects them; they never reach the queue

@@ -7,11 +7,13 @@ from servesim.errors import ConfigError
 from servesim.policies.base import Scheduler, SchedulerOutput
 from servesim.policies.static import StaticScheduler
 from servesim.policies.vllm import ContinuousScheduler, VLLMScheduler
+from servesim.policies.vllm_v0 import VLLMv0Scheduler
 
 POLICIES: dict[str, type[Scheduler]] = {
     "static": StaticScheduler,
     "continuous": ContinuousScheduler,
     "vllm": VLLMScheduler,
+    "vllm-v0": VLLMv0Scheduler,
 }
 
 

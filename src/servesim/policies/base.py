@@ -36,6 +36,8 @@ class Scheduler:
     name = "base"
     chunked = True  # False: prompts are never split, and the budget defaults to max_model_len
     reserves_lifetime_kv = False  # True: a request's blocks are allocated for its whole length at admission
+    decodes_ahead = True  # False: a step may run prompts without the running decodes (vLLM v0): the engine's fast
+    #                       path then schedules no decode ahead of schedule() while a request waits
 
     def __init__(self, config: EngineConfig, explain: bool = True) -> None:
         self.config = config
