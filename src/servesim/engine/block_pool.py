@@ -1,0 +1,120 @@
+"""vLLM v1's KV block pool with prefix caching (rules P1-P3 and P6-P8 of ../shared/conformance/round2/README.md).
+
+A first, tested step of issue 13: the pool keeps block identities, the cache of full blocks by hash and the free
+queue in vLLM's order; the `vllm` policy does not use it yet (it counts blocks with `servesim.engine.kv`).
+
+- P1 A block's identity is a chain: `block_hash(parent, content)`. Prompts carry their content as one id per
+  block (`hash_ids`, Mooncake's convention; the last block may be partial); generated tokens are all one token id,
+  never a prompt token, so a block's content is its prompt id (if any) and how many generated tokens fill it.
+- P2, P3 A hit is the longest run of cached blocks from block 0, of full blocks only, and never holds the last
+  token: at most floor((num_tokens - 1) / block_size) blocks.
+- P6 No deduplication: a block whose content is already cached is registered again under the same hash; a lookup
+  is served by the earliest registered copy still cached.
+- P7 Freed blocks go back tail first; a block never hashed goes to the front of the free queue (reused first), a
+  hashed one to the back; new blocks come from the front, and taking a hashed block evicts it from the cache. A hit
+  on a free block takes it out of the queue.
+- P8 The free count includes cached blocks nobody holds (evictable).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+
+BlockHash = tuple  # (parent hash or None, content): hashable, exact (no collisions to model)
+GENERATED = "generated"  # the one token id every generated token has
+
+
+def block_hashes(hash_ids: Sequence[object], prompt_len: int, num_tokens: int, block_size: int) -> list[BlockHash]:
+    """The chained identities of a request's full blocks, over its first `num_tokens` tokens (prompt, then
+    generated tokens). `hash_ids`: one id per `block_size` prompt tokens, the last block possibly partial."""
+    if len(hash_ids) != -(-prompt_len // block_size):
+        raise ValueError(f"{len(hash_ids)} hash_ids for a {prompt_len}-token prompt in blocks of {block_size}; "
+                         f"expected {-(-prompt_len // block_size)}")
+    out: list[BlockHash] = []
+    parent = None
+    for i in range(num_tokens // block_size):
+        start = i * block_size
+        prompt_here = max(0, min(block_size, prompt_len - start))
+        content = (hash_ids[i] if prompt_here else None, block_size - prompt_here)  # prompt id, generated tokens
+        parent = (parent, content)
+        out.append(parent)
+    return out
+
+
+class BlockPool:
+    """`num_blocks` usable KV blocks (vLLM's null block excluded), with ref counts and the prefix cache."""
+
+    __slots__ = ("free_queue", "ref_cnt", "block_hash", "cached", "num_cached_free", "num_evicted")
+
+    def __init__(self, num_blocks: int) -> None:
+        self.free_queue: OrderedDict[int, None] = OrderedDict.fromkeys(range(num_blocks))  # front = next taken
+        self.ref_cnt = [0] * num_blocks
+        self.block_hash: dict[int, BlockHash] = {}  # block -> hash, for the blocks registered in the cache
+        self.cached: dict[BlockHash, list[int]] = {}  # hash -> copies, earliest registered first
+        self.num_cached_free = 0  # free blocks still holding a hash (they count as free)
+        self.num_evicted = 0
+
+    @property
+    def num_free(self) -> int:
+        return len(self.free_queue)
+
+    def lookup(self, hashes: Sequence[BlockHash], num_tokens: int, block_size: int) -> list[int]:
+        """The blocks of the longest cached prefix (P2, P3, P6): full blocks, never the last token."""
+        hits = []
+        for h in hashes[:(num_tokens - 1) // block_size]:
+            copies = self.cached.get(h)
+            if not copies:
+                break
+            hits.append(copies[0])
+        return hits
+
+    def num_evictable(self, blocks: Sequence[int]) -> int:
+        """How many of these hit blocks sit in the free queue (P9's admission gate counts them)."""
+        return sum(self.ref_cnt[b] == 0 for b in blocks)
+
+    def touch(self, blocks: Sequence[int]) -> None:
+        """A request takes hit blocks: held once more; a free one leaves the queue (it is no longer evictable)."""
+        for b in blocks:
+            if self.ref_cnt[b] == 0:
+                del self.free_queue[b]
+                self.num_cached_free -= 1
+            self.ref_cnt[b] += 1
+
+    def allocate(self, n: int) -> list[int]:
+        """`n` new blocks from the front of the free queue; a hashed one is evicted from the cache (P7)."""
+        if n > len(self.free_queue):
+            raise ValueError(f"{n} blocks asked, {len(self.free_queue)} free")
+        out = []
+        for _ in range(n):
+            b, _ = self.free_queue.popitem(last=False)
+            h = self.block_hash.pop(b, None)
+            if h is not None:
+                copies = self.cached[h]
+                copies.remove(b)
+                if not copies:
+                    del self.cached[h]
+                self.num_cached_free -= 1
+                self.num_evicted += 1
+            self.ref_cnt[b] = 1
+            out.append(b)
+        return out
+
+    def register(self, block: int, h: BlockHash) -> None:
+        """A full block is cached under its hash (P5: once scheduled); a second copy is kept, not merged (P6)."""
+        if block in self.block_hash:
+            return
+        self.block_hash[block] = h
+        self.cached.setdefault(h, []).append(block)
+
+    def free(self, blocks: Sequence[int]) -> None:
+        """A request gives its blocks back, tail first (P7): unhashed ones to the front, hashed ones to the back."""
+        for b in reversed(blocks):
+            self.ref_cnt[b] -= 1
+            if self.ref_cnt[b]:
+                continue  # another request still holds this cached block
+            self.free_queue[b] = None
+            if b in self.block_hash:
+                self.num_cached_free += 1
+            else:
+                self.free_queue.move_to_end(b, last=False)

@@ -1,0 +1,145 @@
+"""vLLM v1's block pool with prefix caching (issue 13's first step): rules P1-P3 and P6-P8 of
+../shared/conformance/round2/README.md, each on a pool small enough to follow by hand (block size 4)."""
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from servesim.engine.block_pool import BlockPool, block_hashes
+
+BS = 4
+
+
+def prefill(pool: BlockPool, hash_ids, prompt_len: int) -> tuple[list[int], list[int]]:
+    """Admit a request whose whole prompt is computed at once: hits, new blocks, full blocks registered."""
+    hashes = block_hashes(hash_ids, prompt_len, prompt_len, BS)
+    hits = pool.lookup(hashes, prompt_len, BS)
+    pool.touch(hits)
+    new = pool.allocate(-(-prompt_len // BS) - len(hits))
+    blocks = hits + new
+    for b, h in zip(blocks, hashes):
+        pool.register(b, h)
+    return hits, blocks
+
+
+def test_p1_identity_is_a_chain_over_prompt_and_generated_tokens():
+    a = block_hashes([1, 2, 3], 10, 12, BS)  # 10 prompt tokens (blocks 1, 2 full, 3 partial) + 2 generated
+    b = block_hashes([9, 2, 3], 10, 12, BS)
+    assert len(a) == 3 and a[2][1] == (3, 2)  # the third block: prompt id 3 and 2 generated tokens
+    assert a[0] != b[0] and a[1] != b[1]  # the same second block after a different first one is another block
+    assert block_hashes([1, 2, 3], 10, 16, BS)[3][1] == (None, 4)  # a block of generated tokens only
+    with pytest.raises(ValueError, match="2 hash_ids for a 10-token prompt"):
+        block_hashes([1, 2], 10, 10, BS)
+
+
+def test_p2_p3_longest_full_prefix_never_the_last_token():
+    pool = BlockPool(10)
+    _, a = prefill(pool, [1, 2, 3], 12)  # 3 full blocks, all registered
+    # the same 12 tokens again: at most floor(11 / 4) = 2 blocks hit; the aligned last block is recomputed
+    assert pool.lookup(block_hashes([1, 2, 3], 12, 12, BS), 12, BS) == a[:2]
+    # 13 tokens (a fourth, partial block 4): floor(12 / 4) = 3 blocks may hit, and do
+    assert pool.lookup(block_hashes([1, 2, 3, 4], 13, 13, BS), 13, BS) == a
+    # a mismatch in block 1 stops the run: only block 0 hits
+    assert pool.lookup(block_hashes([1, 7, 3, 4], 13, 13, BS), 13, BS) == a[:1]
+
+
+def test_p6_no_deduplication_the_earliest_copy_serves():
+    pool = BlockPool(10)
+    _, a = prefill(pool, [1, 2], 8)
+    # admitted before a's blocks were registered (the same step): its own copies, under the same hashes
+    second = pool.allocate(2)
+    for blk, h in zip(second, block_hashes([1, 2], 8, 8, BS)):
+        pool.register(blk, h)
+    assert second != a and pool.lookup(block_hashes([1, 2, 5], 9, 9, BS), 9, BS) == a
+    pool.free(a)  # a finishes, then its blocks are evicted first (they were released first)...
+    pool.allocate(8)  # all 8 free: the 6 never-hashed blocks first, then a's two (released tail first: a[1], a[0])
+    assert pool.num_evicted == 2
+    assert pool.lookup(block_hashes([1, 2, 5], 9, 9, BS), 9, BS) == second  # ...and the second copy serves
+
+
+def test_p7_free_queue_order_and_lru_eviction():
+    pool = BlockPool(6)
+    _, a = prefill(pool, [1, 2, 3], 10)  # blocks 0, 1 full (hashed); block 2 partial (never hashed)
+    assert a == [0, 1, 2] and set(pool.block_hash) == {0, 1}
+    pool.free(a)  # tail first: 2 (unhashed) to the front; 1 then 0 (hashed) to the back
+    assert list(pool.free_queue) == [2, 3, 4, 5, 1, 0]
+    assert (pool.num_free, pool.num_cached_free) == (6, 2)  # P8: cached blocks count as free
+    assert pool.allocate(4) == [2, 3, 4, 5] and pool.num_evicted == 0  # the uncached ones go first
+    # the next block taken is block 1, the suffix: a prefix outlives its suffix
+    assert pool.allocate(1) == [1] and pool.num_evicted == 1
+    assert pool.lookup(block_hashes([1, 2, 3], 10, 10, BS), 10, BS) == [0]
+
+
+def test_a_hit_on_a_free_block_takes_it_out_of_the_queue():
+    pool = BlockPool(4)
+    _, a = prefill(pool, [1, 2], 8)
+    pool.free(a)
+    assert (pool.num_free, pool.num_cached_free) == (4, 2)
+    hits, blocks = prefill(pool, [1, 2, 3], 9)  # 2 hits (evictable), 1 new block
+    assert hits == a and pool.num_evictable(hits) == 0  # held now
+    assert (pool.num_free, pool.num_cached_free) == (1, 0) and len(blocks) == 3
+
+
+def test_a_block_held_by_two_requests_is_freed_when_both_let_go():
+    pool = BlockPool(6)
+    _, a = prefill(pool, [1, 2, 3], 9)
+    hits, b = prefill(pool, [1, 2, 4], 9)
+    assert hits == a[:2] and pool.ref_cnt[a[0]] == 2
+    pool.free(a)
+    assert pool.ref_cnt[a[0]] == 1 and a[0] not in pool.free_queue
+    pool.free(b)
+    assert a[0] in pool.free_queue and pool.num_free == 6
+
+
+@given(st.lists(st.tuples(st.lists(st.integers(1, 3), min_size=1, max_size=4), st.booleans()), max_size=30))
+def test_books_balance(ops):
+    """Free + held = the pool; the cached-free count is the hashed blocks in the queue; a lookup returns cached
+    blocks only."""
+    pool, held = BlockPool(12), []
+    for ids, release in ops:
+        if release and held:
+            pool.free(held.pop(0))
+            continue
+        n = len(ids) * BS
+        hashes = block_hashes(ids, n, n, BS)
+        hits = pool.lookup(hashes, n, BS)
+        if len(ids) - len(hits) > pool.num_free - pool.num_evictable(hits):
+            continue
+        _, blocks = prefill(pool, ids, n)
+        held.append(blocks)
+    in_use = {b for blocks in held for b in blocks}
+    assert len(pool.free_queue) + len(in_use) == 12
+    assert pool.num_cached_free == sum(b in pool.block_hash for b in pool.free_queue)
+    assert all(pool.block_hash[c] == h for h, copies in pool.cached.items() for c in copies)
+
+
+def test_the_admissions_recorded_from_vllm_in_p6():
+    # ../shared/conformance/round2 p6_prefix_edge_cases (block 16, budget 256, 56 usable blocks), as vLLM 0.33
+    # recorded each admission's num_cached_tokens: A2 48, A3 64, A4 32, G 64 (F admitted earlier in the same step),
+    # G2 288 (admitted in step 51, after F2's last 44 prompt tokens were scheduled in that step: P5).
+    bs, pool = 16, BlockPool(56)
+
+    def admit(ids, prompt_len, computed=None):
+        hashes = block_hashes(ids, prompt_len, prompt_len, bs)
+        hits = pool.lookup(hashes, prompt_len, bs)
+        pool.touch(hits)
+        computed = prompt_len if computed is None else computed  # tokens scheduled up to now
+        blocks = hits + pool.allocate(-(-computed // bs) - len(hits))
+        for b, h in zip(blocks, hashes[:computed // bs]):
+            pool.register(b, h)  # full blocks become hittable once scheduled
+        return len(hits) * bs, blocks, hashes
+
+    cached, a, _ = admit([1, 2, 3, 4], 64)
+    assert cached == 0
+    pool.free(a)  # A finished (its 3 outputs never fill a block)
+    assert admit([1, 2, 3, 4], 64)[0] == 48  # A2: the aligned last block is recomputed (P3)
+    assert admit([1, 2, 3, 4, 5], 70)[0] == 64  # A3
+    assert admit([1, 2, 6], 40)[0] == 32  # A4: the third block differs
+    assert admit([10, 11, 12, 13, 14], 80)[0] == 0  # F
+    assert admit([10, 11, 12, 13, 14], 80)[0] == 64  # G, later in the same step
+    f2 = list(range(100, 119))  # 300 tokens: 18 full blocks and a partial one
+    _, blocks, hashes = admit(f2, 300, computed=256)  # F2's first chunk (step 50); G2 waits for the budget
+    more = pool.allocate(-(-300 // bs) - len(blocks))  # step 51: F2's last 44 tokens, blocks 16 and 17 full
+    for b, h in zip(blocks[16:] + more, hashes[16:18]):
+        pool.register(b, h)
+    assert admit(f2, 300)[0] == 288  # G2
