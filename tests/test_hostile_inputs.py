@@ -114,8 +114,8 @@ SCENARIO_CASES = [
     (lambda d: d["config"].update(policy="lifo"), ConfigError, "config.policy:", '"fcfs" or "priority"'),
     (lambda d: d["config"].update(watermark=math.inf), ConfigError, "config.watermark:", "in [0, 1)"),
     (lambda d: d["config"].update(step_duration=0), ConfigError, "config.step_duration:", "> 0"),
-    (lambda d: d["config"].update(enable_prefix_caching=True), ConfigError, "config.enable_prefix_caching:",
-     "no prefix cache"),
+    (lambda d: d["config"].update(enable_prefix_caching="on"), ConfigError, "config.enable_prefix_caching:",
+     "true or false"),
     # what the engine refuses, with the file named
     (lambda d: d["config"].update(max_num_batched_tokens=2), ConfigError, "config:", "must be >= max_num_seqs"),
     (lambda d: d["config"].update(num_gpu_blocks=2), ConfigError, "config:", "KV blocks"),

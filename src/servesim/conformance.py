@@ -34,6 +34,7 @@ from servesim.errors import ConfigError, WorkloadError
 CONFIG_KEYS = (
     "max_num_batched_tokens", "max_num_seqs", "enable_chunked_prefill", "long_prefill_token_threshold",
     "block_size", "num_gpu_blocks", "watermark", "scheduler_reserve_full_isl", "async_scheduling", "max_model_len",
+    "enable_prefix_caching",
 )
 ENTRY_KEYS = ("id", "num_scheduled_tokens", "kind", "num_blocks")
 STEP_KEYS = ("preempted", "finished", "free_blocks_after_schedule", "free_blocks_after_step")
@@ -78,12 +79,9 @@ def _check_config(doc: InputDoc, c: Any) -> None:
             ok, expected = isinstance(value, str), "a string"
         if not ok:
             doc.fail_type(where, value, expected, ConfigError)
-    if c.get("enable_prefix_caching"):
-        doc.fail(("config", "enable_prefix_caching"), "servesim simulates no prefix cache; expected false or absent",
-                 ConfigError)
 
 
-def _check_request(doc: InputDoc, r: Any, i: int, seen: dict[str, int], step_duration: float) -> None:
+def _check_request(doc: InputDoc, r: Any, i: int, seen: dict[str, int], step_duration: float, bs: int) -> None:
     where = ("requests", i)
     if not isinstance(r, dict):
         doc.fail_type(where, r, "a request object with id, arrival_step, prompt_len and output_len")
@@ -116,6 +114,9 @@ def _check_request(doc: InputDoc, r: Any, i: int, seen: dict[str, int], step_dur
     hashes = r.get("hash_ids")
     if hashes is not None and not (isinstance(hashes, list) and all(is_int(h) for h in hashes)):
         doc.fail_type((*where, "hash_ids"), hashes, "a list of integers")
+    if hashes is not None and len(hashes) != -(-r["prompt_len"] // bs):
+        doc.fail_type((*where, "hash_ids"), hashes, f"one id per {bs}-token block of the prompt "
+                      f"({-(-r['prompt_len'] // bs)} ids)")
 
 
 def check_scenario(scenario: Any, doc: InputDoc) -> dict[str, Any]:
@@ -136,7 +137,8 @@ def check_scenario(scenario: Any, doc: InputDoc) -> dict[str, Any]:
         doc.fail_type(("requests",), requests, "a non-empty list of request objects")
     seen: dict[str, int] = {}
     for i, r in enumerate(requests):
-        _check_request(doc, r, i, seen, scenario["config"].get("step_duration", 1.0))
+        _check_request(doc, r, i, seen, scenario["config"].get("step_duration", 1.0),
+                       scenario["config"]["block_size"])
     reqs = scenario_requests(scenario)
     try:
         resolve_config(scenario_config(scenario, reqs), "vllm", reqs, UnitCost())
@@ -196,8 +198,9 @@ def scenario_requests(scenario: dict[str, Any]) -> list[Request]:
     reqs = []
     for i, r in enumerate(scenario["requests"]):
         t = r["arrival_step"] if "arrival_step" in r else r.get("arrival_time", 0) / step
+        hashes = tuple(r["hash_ids"]) if r.get("hash_ids") is not None else None
         reqs.append(Request(str(r.get("id", i)), float(math.ceil(t)), int(r["prompt_len"]), int(r["output_len"]),
-                            int(r.get("priority") or 0)))
+                            int(r.get("priority") or 0), hashes))
     return reqs
 
 
@@ -225,7 +228,8 @@ def to_trace(scenario: dict[str, Any], result: SimResult) -> dict[str, Any]:
             "scheduled": [
                 {"id": e.id, "num_scheduled_tokens": e.num_scheduled_tokens, "kind": e.kind.value,
                  "num_computed_tokens_before": e.num_computed_tokens_before, "num_tokens_before": e.num_tokens_before,
-                 "resumed": e.resumed, "samples_token": e.samples_token, "num_blocks": e.num_blocks}
+                 "resumed": e.resumed, "samples_token": e.samples_token, "num_blocks": e.num_blocks,
+                 "num_cached_tokens": e.num_cached_tokens}
                 for e in s.scheduled
             ],
             "total_scheduled_tokens": s.total_scheduled_tokens, "preempted": list(s.preempted),
@@ -262,8 +266,9 @@ def first_difference(expected: dict[str, Any], actual: dict[str, Any]) -> tuple[
     for i, (e, a) in enumerate(zip(exp, act)):
         if e["step"] != a["step"]:
             return i, "step", e["step"], a["step"]
-        es = [{k: x[k] for k in ENTRY_KEYS} for x in e["scheduled"]]
-        as_ = [{k: x[k] for k in ENTRY_KEYS} for x in a["scheduled"]]
+        keys = ENTRY_KEYS + (("num_cached_tokens",) if any("num_cached_tokens" in x for x in e["scheduled"]) else ())
+        es = [{k: x.get(k, 0) for k in keys} for x in e["scheduled"]]
+        as_ = [{k: x.get(k, 0) for k in keys} for x in a["scheduled"]]
         if es != as_:
             return i, "scheduled", es, as_
         for k in STEP_KEYS:

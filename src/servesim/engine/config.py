@@ -36,6 +36,9 @@ class EngineConfig:
     kv_bytes_per_token: int = 131072  # 2 x 32 layers x 8 kv heads x 128 head_dim x 2 bytes (Llama-3-8B)
     pcie_bandwidth: float = 32e9  # bytes/s, host <-> GPU for swapping (PCIe 4.0 x16)
     gpu_memory_utilization: float = 0.9  # share of GPU memory vLLM may use, when KV is derived from a cost model
+    # vLLM v1's default: on. It acts on requests that carry `hash_ids` with a bounded KV pool (they run step by
+    # step for now); without block identities nothing can hit, and it changes nothing
+    enable_prefix_caching: bool = True
 
     def __post_init__(self) -> None:
         _positive("block_size", self.block_size)
@@ -47,7 +50,8 @@ class EngineConfig:
         _non_negative("long_prefill_token_threshold", self.long_prefill_token_threshold)
         if self.swap_space is not None:
             _non_negative("swap_space", self.swap_space)
-        for name in ("enable_chunked_prefill", "scheduler_reserve_full_isl", "async_scheduling"):
+        for name in ("enable_chunked_prefill", "scheduler_reserve_full_isl", "async_scheduling",
+                     "enable_prefix_caching"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name} must be true or false, got {getattr(self, name)!r}")
         for name in ("watermark", "pcie_bandwidth", "gpu_memory_utilization"):

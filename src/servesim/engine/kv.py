@@ -73,3 +73,80 @@ class KVCache:
             self.host_free += n
         state.num_blocks, state.num_swapped_blocks = n, 0
         return n
+
+
+class PrefixCachingKV(KVCache):
+    """The KV pool with vLLM v1's prefix caching (`servesim.engine.block_pool`): each request holds block ids; full
+    blocks are cached under their chained hash once scheduled (P5) and stay hittable when freed, until evicted.
+    `free_blocks` counts the evictable cached blocks too (P8). Requests without `hash_ids` hit nothing."""
+
+    __slots__ = ("pool",)
+
+    def __init__(self, block_size: int, num_gpu_blocks: int) -> None:
+        from servesim.engine.block_pool import BlockPool
+
+        super().__init__(block_size, num_gpu_blocks, None)
+        self.pool = BlockPool(self.usable_blocks)
+
+    def _hashes(self, state: RequestState, num_tokens: int) -> list:
+        """The chained hashes of `state`'s full blocks over its first `num_tokens` tokens (kept as they grow)."""
+        from servesim.engine.block_pool import block_hashes
+
+        r, bs = state.request, self.block_size
+        if r.hash_ids is None:
+            return []
+        known = state.block_hashes
+        if known is None or len(known) < num_tokens // bs:
+            known = state.block_hashes = block_hashes(r.hash_ids, r.prompt_len, num_tokens, bs)
+        return known
+
+    def lookup(self, state: RequestState) -> list[int]:
+        """Hit blocks for a request (re)admitted with nothing computed: the longest cached prefix of its prompt and
+        outputs, never its last token (P2-P4)."""
+        n = state.num_tokens
+        return self.pool.lookup(self._hashes(state, n), n, self.block_size)
+
+    def num_evictable(self, blocks: list[int]) -> int:
+        return self.pool.num_evictable(blocks)
+
+    def take_hits(self, state: RequestState, hits: list[int]) -> None:
+        """`state` starts with the hit blocks as computed tokens."""
+        self.pool.touch(hits)
+        state.block_ids = list(hits)
+        state.num_blocks = len(hits)
+        state.num_cached_tokens = state.num_computed_tokens = len(hits) * self.block_size
+        self.free_blocks = self.pool.num_free
+
+    def allocate(self, state: RequestState, num_tokens_after: int) -> bool:
+        need = -(-num_tokens_after // self.block_size) - state.num_blocks
+        if need > 0:
+            if need > self.free_blocks:
+                return False
+            if state.block_ids is None:
+                state.block_ids = []
+            state.block_ids += self.pool.allocate(need)
+            state.num_blocks += need
+            self.free_blocks = self.pool.num_free
+        # the full blocks this step computes become hittable now (P5)
+        hashes = self._hashes(state, num_tokens_after)
+        pool, ids = self.pool, state.block_ids
+        for i in range(min(num_tokens_after // self.block_size, len(hashes))):
+            pool.register(ids[i], hashes[i])
+        return True
+
+    def free(self, state: RequestState) -> int:
+        n = state.num_blocks
+        if state.block_ids:
+            self.pool.free(state.block_ids)
+        state.block_ids = None
+        state.num_blocks = 0
+        self.free_blocks = self.pool.num_free
+        return n
+
+    @property
+    def cached_free_blocks(self) -> int:
+        return self.pool.num_cached_free
+
+    @property
+    def evicted_blocks(self) -> int:
+        return self.pool.num_evicted

@@ -20,7 +20,7 @@ from servesim.engine.result import SimResult
 from servesim.engine.steplog import StepLog
 from servesim.engine.timelines import timelines_from_states
 from servesim.errors import ConfigError
-from servesim.policies import Scheduler, SchedulerOutput, make_scheduler
+from servesim.policies import Scheduler, SchedulerOutput, make_scheduler, policy_class
 
 RECORD_LEVELS = ("full", "steps", "summary")
 
@@ -74,7 +74,14 @@ class Engine:
                  sink: Callable[[StepRecord], None] | None, max_records: int | None, fast: bool,
                  check_invariants: bool) -> None:
         self.policy, self.config, self.cost, self.record = policy, cfg, cost, record
-        self.sched: Scheduler = make_scheduler(policy, cfg, explain=record == "full")
+        # prefix caching acts on requests with block identities, in a bounded pool; they run step by step for now
+        prefix = (cfg.enable_prefix_caching and cfg.num_gpu_blocks is not None and policy_class(policy).prefix_caching
+                  and any(r.hash_ids for r in requests))
+        if prefix and cfg.preemption_mode == "swap":
+            raise ConfigError("prefix caching with preemption_mode swap is not modelled (vLLM v1 has no swap): "
+                              "set enable_prefix_caching=false or preemption_mode=recompute")
+        fast = fast and not prefix
+        self.sched: Scheduler = make_scheduler(policy, cfg, explain=record == "full", prefix_caching=prefix)
         self.kv, self.running = self.sched.kv, self.sched.running
         self.keep_records = record != "summary"  # step records are being written
         self.reasons = record == "full"  # ... with why each waiting request got nothing
@@ -209,6 +216,7 @@ class Engine:
         for s in out.preempted:
             s.preempted_at = now
         for s, k in items:
+            s.num_cached_tokens = 0  # told in this step's record
             if s.first_scheduled_time is None:
                 s.first_scheduled_time = now
             if not s.sampled_since_admission:
@@ -271,8 +279,8 @@ def scheduled_entries(items: list[tuple[RequestState, int]], out: SchedulerOutpu
     return [
         ScheduledEntry(
             s.request_id, k, Kind.DECODE if s.sampled_since_admission else Kind.PREFILL,
-            s.num_computed_tokens, s.num_tokens, s in out.resumed,
-            s.num_computed_tokens + k == s.num_tokens, s.num_blocks,
+            s.num_computed_tokens - s.num_cached_tokens, s.num_tokens, s in out.resumed,
+            s.num_computed_tokens + k == s.num_tokens, s.num_blocks, s.num_cached_tokens,
         )
         for s, k in items
     ]

@@ -40,6 +40,7 @@ class ScheduledEntry:
     resumed: bool  # first step after a preemption
     samples_token: bool  # the chunk reaches num_tokens, so one token is sampled
     num_blocks: int  # KV blocks held after this step's allocation
+    num_cached_tokens: int = 0  # prefix-cache hit tokens this (re)admission started with (not counted above)
 
 
 @dataclass(frozen=True, slots=True)

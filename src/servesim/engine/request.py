@@ -32,6 +32,9 @@ class Request:
     prompt_len: int
     output_len: int
     priority: int = 0  # lower runs first (vLLM's priority policy)
+    # the prompt's content, one id per KV block (Mooncake's convention; equal ids after equal ids = equal tokens),
+    # for prefix caching; None: the prompt shares nothing with any other
+    hash_ids: tuple | None = None
 
     def __post_init__(self) -> None:
         _check_count("prompt_len", self.prompt_len, 1)
@@ -55,6 +58,7 @@ def unchecked_requests(ids, arrival_time, prompt_len, output_len, priority) -> l
         put(r, "prompt_len", p)
         put(r, "output_len", o)
         put(r, "priority", q)
+        put(r, "hash_ids", None)
         out.append(r)
     return out
 
@@ -81,6 +85,11 @@ class RequestState:
     token_runs: list[int] = field(default_factory=list)
     finish_time: float | None = None
     decoding_since: int = -1  # >= 0: in the engine's decode cohort since that step, fields not yet advanced
+    # prefix caching (`servesim.engine.kv.PrefixCachingKV`): the blocks held, in order; the chained block hashes
+    # known so far; the prefix-hit tokens this (re)admission started with (for its step record)
+    block_ids: list[int] | None = None  # (None until it holds blocks: a million requests hold no empty lists)
+    block_hashes: list | None = None
+    num_cached_tokens: int = 0
 
     @property
     def request_id(self) -> str:

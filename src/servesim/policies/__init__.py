@@ -24,8 +24,12 @@ def policy_class(name: str) -> type[Scheduler]:
         raise ConfigError(f"unknown policy {name!r}; valid: {', '.join(POLICIES)}") from None
 
 
-def make_scheduler(name: str, config: EngineConfig, explain: bool = True) -> Scheduler:
-    return policy_class(name)(config, explain=explain)
+def make_scheduler(name: str, config: EngineConfig, explain: bool = True, prefix_caching: bool = False) -> Scheduler:
+    """`prefix_caching`: the KV pool keeps block identities and the prefix cache (policies that model it)."""
+    sched = policy_class(name)(config, explain=explain)
+    if prefix_caching:
+        sched.use_prefix_cache()
+    return sched
 
 
 __all__ = ["POLICIES", "Scheduler", "SchedulerOutput", "make_scheduler", "policy_class"]

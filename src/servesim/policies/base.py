@@ -36,6 +36,7 @@ class Scheduler:
     name = "base"
     chunked = True  # False: prompts are never split, and the budget defaults to max_model_len
     reserves_lifetime_kv = False  # True: a request's blocks are allocated for its whole length at admission
+    prefix_caching = False  # True: the policy looks up and reuses cached prefix blocks (vLLM v1)
     decodes_ahead = True  # False: a step may run prompts without the running decodes (vLLM v0): the engine's fast
     #                       path then schedules no decode ahead of schedule() while a request waits
 
@@ -48,6 +49,13 @@ class Scheduler:
         self.swapped: deque[RequestState] = deque()
         self.step_index = 0
         self.out = SchedulerOutput()
+        self.prefix = False  # the KV pool is a prefix cache (`use_prefix_cache`)
+
+    def use_prefix_cache(self) -> None:
+        from servesim.engine.kv import PrefixCachingKV
+
+        self.kv = PrefixCachingKV(self.config.block_size, self.config.num_gpu_blocks)
+        self.prefix = True
 
     # -- the engine's side ------------------------------------------------------------------------------------
     def add_request(self, s: RequestState) -> None:

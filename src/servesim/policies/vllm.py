@@ -16,6 +16,7 @@ from servesim.policies.queue import priority_key
 
 class VLLMScheduler(Scheduler):
     name = "vllm"
+    prefix_caching = True
 
     def schedule(self, num_decoding_ahead: int = 0) -> SchedulerOutput:
         self.out = out = SchedulerOutput()
@@ -75,23 +76,30 @@ class VLLMScheduler(Scheduler):
         waiting = self.waiting
         while len(waiting):
             req = waiting.peek()
-            n = req.num_tokens_needed
+            # prefix caching: the longest cached prefix, looked up at (re)admission only (P4)
+            hits = self.kv.lookup(req) if self.prefix and not req.num_computed_tokens else ()
+            cached = len(hits) * self.config.block_size
+            n = req.num_tokens_needed - cached
             if cap and n > cap:  # the threshold caps first: with chunking off a long prompt still goes in chunks
                 n = cap
-            why = self._cannot_admit(req, budget, n)
+            why = self._cannot_admit(req, budget, n, hits)
             if why:
                 self.note_rest(waiting, *why)
                 return
             n = min(n, budget)
-            self.kv.allocate(req, n)
+            if hits:
+                self.kv.take_hits(req, hits)
+            self.kv.allocate(req, cached + n)
             waiting.pop()
             if req.num_preemptions:
                 self.out.resumed.add(req)
             self.admit(req, n)
             budget -= n
 
-    def _cannot_admit(self, req: RequestState, budget: int, n: int) -> tuple[Reason, str, bool] | None:
-        """Why the head of the queue, capped to `n` tokens by the threshold, cannot be admitted (None: it can)."""
+    def _cannot_admit(self, req: RequestState, budget: int, n: int,
+                      hits: tuple | list = ()) -> tuple[Reason, str, bool] | None:
+        """Why the head of the queue, capped to `n` tokens by the threshold, cannot be admitted (None: it can).
+        With prefix hits (P9): hit blocks in use cost nothing, evictable ones must leave the free queue."""
         cfg = self.config
         if len(self.running) >= cfg.max_num_seqs:
             return Reason.MAX_NUM_SEQS, f"{len(self.running)} running = max_num_seqs", True
@@ -99,7 +107,9 @@ class VLLMScheduler(Scheduler):
             return Reason.TOKEN_BUDGET, f"0 of {cfg.max_num_batched_tokens} tokens left", True
         if not cfg.enable_chunked_prefill and n > budget:
             return Reason.TOKEN_BUDGET, f"needs {n} tokens, {budget} left, chunking off", False
-        need = self.admission_blocks(req, min(n, budget)) + self.watermark_blocks()
+        need = self.admission_blocks(req, len(hits) * cfg.block_size + min(n, budget)) + self.watermark_blocks()
+        if hits:
+            need += self.kv.num_evictable(hits) - len(hits)
         if not self.kv.can_fit(need):
             return Reason.KV_BLOCKS, f"needs {need} blocks, {self.kv.free_blocks} free", False
         return None
