@@ -143,3 +143,24 @@ def test_the_admissions_recorded_from_vllm_in_p6():
     for b, h in zip(blocks[16:] + more, hashes[16:18]):
         pool.register(b, h)
     assert admit(f2, 300)[0] == 288  # G2
+
+
+def test_simulate_with_hash_ids_reuses_the_prefix():
+    # two 64-token prompts with the same 4 blocks (block 16, unit step clock): B arrives after A finished, so A's
+    # blocks are cached and evictable; B hits 3 (never the last token: floor(63 / 16)) and computes 16 tokens
+    from helpers import tokens
+
+    from servesim import EngineConfig, Request, simulate
+    from servesim.errors import ConfigError
+
+    reqs = [Request("A", 0.0, 64, 2, hash_ids=(1, 2, 3, 4)), Request("B", 5.0, 64, 2, hash_ids=(1, 2, 3, 4))]
+    cfg = EngineConfig(max_num_batched_tokens=256, max_num_seqs=4, num_gpu_blocks=21)
+    r = simulate(reqs, cfg, "vllm", "unit")
+    assert tokens(r) == [[("A", 64)], [("A", 1)], [("B", 16)], [("B", 1)]]
+    entry = r.steps[2].scheduled[0]
+    assert (entry.num_cached_tokens, entry.num_computed_tokens_before, entry.num_blocks) == (48, 0, 4)
+    off = simulate(reqs, EngineConfig(max_num_batched_tokens=256, max_num_seqs=4, num_gpu_blocks=21,
+                                      enable_prefix_caching=False), "vllm", "unit")
+    assert tokens(off)[2] == [("B", 64)]
+    with pytest.raises(ConfigError, match="3 hash_ids for a 64-token prompt"):
+        simulate([Request("A", 0.0, 64, 2, hash_ids=(1, 2, 3))], cfg, "vllm", "unit")

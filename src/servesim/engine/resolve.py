@@ -56,6 +56,12 @@ def resolve_config(
     if cfg.num_gpu_blocks is None and callable(derive):
         cfg = replace(cfg, num_gpu_blocks=derive(cfg.block_size, cfg.gpu_memory_utilization,
                                                  cfg.max_num_batched_tokens, cfg.max_num_seqs))
+    if cfg.enable_prefix_caching:
+        for r in requests:
+            if r.hash_ids is not None and len(r.hash_ids) != blocks_for(r.prompt_len, cfg.block_size):
+                raise ConfigError(f"request {r.request_id}: {len(r.hash_ids)} hash_ids for a {r.prompt_len}-token "
+                                  f"prompt; expected one per {cfg.block_size}-token block "
+                                  f"({blocks_for(r.prompt_len, cfg.block_size)})")
     allowed = min(longest, cfg.max_model_len)
     if cfg.usable_blocks is None or blocks_for(allowed - 1, cfg.block_size) <= cfg.usable_blocks:
         return cfg  # the longest request allowed fits in the pool, so every one does
