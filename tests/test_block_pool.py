@@ -164,3 +164,32 @@ def test_simulate_with_hash_ids_reuses_the_prefix():
     assert tokens(off)[2] == [("B", 64)]
     with pytest.raises(ConfigError, match="3 hash_ids for a 64-token prompt"):
         simulate([Request("A", 0.0, 64, 2, hash_ids=(1, 2, 3))], cfg, "vllm", "unit")
+
+
+def test_a_traces_larger_blocks_are_split_into_block_size_ones():
+    # Mooncake's convention: one id per 512 tokens. A 1100-token prompt has ids (7, 8, 9): 512 + 512 + 76 tokens;
+    # at block_size 16 they are 32 + 32 + 5 sub-blocks (7, 0)..(7, 31), (8, 0)..(8, 31), (9, 0)..(9, 4)
+    from servesim import Request
+    from servesim.engine.kv import split_hash_ids
+
+    r = Request("m", 0.0, 1100, 4, hash_ids=(7, 8, 9), hash_block_size=512)
+    ids = split_hash_ids(r, 16)
+    assert len(ids) == 69 and ids[0] == (7, 0) and ids[31] == (7, 31) and ids[32] == (8, 0) and ids[-1] == (9, 4)
+
+
+def test_split_ids_give_hits_across_requests():
+    # two requests whose first 32-token trace block is shared (hash_block_size 32, block 16): the second, arriving
+    # after the first finished, hits the 2 sub-blocks of that shared block and computes the rest of its 48 tokens
+    from helpers import tokens
+
+    from servesim import EngineConfig, Request, simulate
+    from servesim.errors import ConfigError
+
+    reqs = [Request("A", 0.0, 48, 2, hash_ids=(1, 2), hash_block_size=32),
+            Request("B", 5.0, 48, 2, hash_ids=(1, 3), hash_block_size=32)]
+    cfg = EngineConfig(max_num_batched_tokens=256, max_num_seqs=4, num_gpu_blocks=21)
+    r = simulate(reqs, cfg, "vllm", "unit")
+    assert tokens(r)[2] == [("B", 16)] and r.steps[2].scheduled[0].num_cached_tokens == 32
+    assert (r.prefix_cache.query_tokens, r.prefix_cache.hit_tokens) == (96, 32)
+    with pytest.raises(ConfigError, match="cannot be split into block_size 16"):
+        simulate([Request("A", 0.0, 48, 2, hash_ids=(1, 2), hash_block_size=24)], cfg, "vllm", "unit")

@@ -48,3 +48,14 @@ def test_prefix_admissions_start_with_the_recorded_hits(shared):
 
     assert admissions(actual) == admissions(expected)
     assert sum(c for _, _, c in admissions(actual)) == expected["summary"]["prefix_hit_tokens"]
+
+
+@pytest.mark.parametrize("name", [n for n in SCENARIOS if n.startswith("p")])
+def test_prefix_cache_counters_are_vllms(shared, name):
+    # the summary's prefix_query_tokens, prefix_hit_tokens and evicted_blocks, recorded from vLLM 0.33
+    scenario = load_scenario(shared / "conformance" / "round2" / "scenarios" / f"{name}.json")
+    expected = load_trace(shared / "conformance" / "round2" / "traces" / f"{name}.json.gz")["summary"]
+    stats = run_scenario(scenario).prefix_cache
+    assert (stats.query_tokens, stats.hit_tokens, stats.evicted_blocks) == (
+        expected["prefix_query_tokens"], expected["prefix_hit_tokens"], expected["evicted_blocks"])
+    assert round(stats.hit_rate, 4) == expected["prefix_hit_rate"]

@@ -214,3 +214,11 @@ def format_server(m: ServerMetrics) -> str:
     lines += _section("Tokens per Step", "tokens per step", m.tokens_per_step)
     lines.append("=" * 50)
     return "\n".join(lines)
+
+
+def format_prefix_cache(stats) -> str:
+    """vLLM's prefix-cache counters (`SimResult.prefix_cache`) in the same layout."""
+    return "\n".join([f"{' Prefix cache (servesim) ':=^50}",
+                      _line("Prefix cache hit rate (%):", stats.hit_rate * 100, ".2f"),
+                      _line("Tokens queried:", stats.query_tokens), _line("Tokens hit:", stats.hit_tokens),
+                      _line("Blocks evicted:", stats.evicted_blocks), "=" * 50])

@@ -113,6 +113,10 @@ def run_cmd(
     print(format_result(m, names, request_rate=opts.request_rate))
     if server:
         print(format_server(server_metrics(result, ps)))
+    if server and result.prefix_cache is not None:
+        from servesim.analysis.breakdown import format_prefix_cache
+
+        print(format_prefix_cache(result.prefix_cache))
     if outputs:
         data = result_file(result, m, names, cm, opts.request_rate, opts.burstiness, over.overloaded,
                            detailed=save_detailed)

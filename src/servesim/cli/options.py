@@ -93,6 +93,8 @@ class SimOptions:
                                                       "tokens per step when others wait (0 = off).")] = 0
     no_chunked_prefill: Annotated[bool, _opt("--no-enable-chunked-prefill", "--no-chunked-prefill", help="Prompts "
                                              "run whole (vllm policy).")] = False
+    no_prefix_caching: Annotated[bool, _opt("--no-enable-prefix-caching", help="Turn vLLM's prefix cache off "
+                                            "(it acts on requests with hash_ids, e.g. Mooncake's).")] = False
     block_size: Annotated[int, _opt("--block-size", help=f"KV block size in tokens: "
                                                          f"{', '.join(map(str, BLOCK_SIZES))}.")] = 16
     num_gpu_blocks: Annotated[int | None, _opt("--num-gpu-blocks", "--num-gpu-blocks-override", help="KV blocks "
@@ -178,6 +180,7 @@ class SimOptions:
         given = {
             "max_num_batched_tokens": self.max_num_batched_tokens, "max_num_seqs": self.max_num_seqs,
             "enable_chunked_prefill": not self.no_chunked_prefill,
+            "enable_prefix_caching": not self.no_prefix_caching,
             "long_prefill_token_threshold": self.long_prefill_token_threshold, "max_model_len": self.max_model_len,
             "block_size": self.block_size, "num_gpu_blocks": self.num_gpu_blocks,
             "gpu_memory_utilization": self.gpu_memory_utilization, "watermark": self.watermark,

@@ -75,18 +75,39 @@ class KVCache:
         return n
 
 
+def split_hash_ids(r, block_size: int) -> tuple:
+    """A request's hash ids at `block_size` granularity: a trace's larger blocks (Mooncake: 512 tokens) become
+    (id, k) for their k-th sub-block; equal ids at the same place mean equal tokens, so equal sub-blocks too."""
+    hbs = r.hash_block_size
+    if not hbs or hbs == block_size:
+        return r.hash_ids
+    per = hbs // block_size
+    out = []
+    for i, h in enumerate(r.hash_ids):
+        tokens = min(hbs, r.prompt_len - i * hbs)
+        out += [(h, k) for k in range(-(-tokens // block_size))]
+    assert len(out) == -(-r.prompt_len // block_size) and per >= 1
+    return tuple(out)
+
+
 class PrefixCachingKV(KVCache):
     """The KV pool with vLLM v1's prefix caching (`servesim.engine.block_pool`): each request holds block ids; full
     blocks are cached under their chained hash once scheduled (P5) and stay hittable when freed, until evicted.
     `free_blocks` counts the evictable cached blocks too (P8). Requests without `hash_ids` hit nothing."""
 
-    __slots__ = ("pool",)
+    __slots__ = ("pool", "query_tokens", "hit_tokens")
 
     def __init__(self, block_size: int, num_gpu_blocks: int) -> None:
         from servesim.engine.block_pool import BlockPool
 
         super().__init__(block_size, num_gpu_blocks, None)
         self.pool = BlockPool(self.usable_blocks)
+        self.query_tokens = self.hit_tokens = 0  # vLLM's prefix-cache counters: tokens looked up, tokens hit
+
+    def count_query(self, num_tokens: int, hit_tokens: int) -> None:
+        """One (re)admission's lookup, as vLLM counts it: its prompt and outputs queried, its cached tokens hit."""
+        self.query_tokens += num_tokens
+        self.hit_tokens += hit_tokens
 
     def _hashes(self, state: RequestState, num_tokens: int) -> list:
         """The chained hashes of `state`'s full blocks over its first `num_tokens` tokens (kept as they grow)."""
@@ -97,7 +118,8 @@ class PrefixCachingKV(KVCache):
             return []
         known = state.block_hashes
         if known is None or len(known) < num_tokens // bs:
-            known = state.block_hashes = block_hashes(r.hash_ids, r.prompt_len, num_tokens, bs)
+            known = state.block_hashes = block_hashes(split_hash_ids(r, bs), r.prompt_len, num_tokens, bs, known,
+                                                      self.pool.intern)
         return known
 
     def lookup(self, state: RequestState) -> list[int]:
@@ -113,7 +135,7 @@ class PrefixCachingKV(KVCache):
         """`state` starts with the hit blocks as computed tokens."""
         self.pool.touch(hits)
         state.block_ids = list(hits)
-        state.num_blocks = len(hits)
+        state.num_blocks = state.num_hashed_blocks = len(hits)
         state.num_cached_tokens = state.num_computed_tokens = len(hits) * self.block_size
         self.free_blocks = self.pool.num_free
 
@@ -128,10 +150,13 @@ class PrefixCachingKV(KVCache):
             state.num_blocks += need
             self.free_blocks = self.pool.num_free
         # the full blocks this step computes become hittable now (P5)
-        hashes = self._hashes(state, num_tokens_after)
-        pool, ids = self.pool, state.block_ids
-        for i in range(min(num_tokens_after // self.block_size, len(hashes))):
-            pool.register(ids[i], hashes[i])
+        full = num_tokens_after // self.block_size
+        if full > state.num_hashed_blocks and state.request.hash_ids is not None:
+            hashes = self._hashes(state, num_tokens_after)
+            pool, ids = self.pool, state.block_ids
+            for i in range(state.num_hashed_blocks, full):
+                pool.register(ids[i], hashes[i])
+            state.num_hashed_blocks = full
         return True
 
     def free(self, state: RequestState) -> int:
@@ -139,7 +164,7 @@ class PrefixCachingKV(KVCache):
         if state.block_ids:
             self.pool.free(state.block_ids)
         state.block_ids = None
-        state.num_blocks = 0
+        state.num_blocks = state.num_hashed_blocks = 0
         self.free_blocks = self.pool.num_free
         return n
 

@@ -16,7 +16,7 @@ from servesim.engine.fastpath import FastPath, StepByStep
 from servesim.engine.records import Kind, ScheduledEntry, StepRecord, TokenClock
 from servesim.engine.request import Request, RequestState, RequestStatus
 from servesim.engine.resolve import resolve_config, too_long
-from servesim.engine.result import SimResult
+from servesim.engine.result import PrefixCacheStats, SimResult
 from servesim.engine.steplog import StepLog
 from servesim.engine.timelines import timelines_from_states
 from servesim.errors import ConfigError
@@ -249,8 +249,10 @@ class Engine:
         clock = TokenClock(step_log.end_time)  # the same floats as each step's `end`
         self.fast.close()
         timelines = timelines_from_states(self.states, clock)
+        kv = self.kv
+        prefix = PrefixCacheStats(kv.query_tokens, kv.hit_tokens, kv.evicted_blocks) if self.sched.prefix else None
         return SimResult(self.policy, self.cost.name, cfg, tuple(self.steps), timelines, tuple(self.preemptions),
-                         step_log, self.record, self.rejected)
+                         step_log, self.record, self.rejected, prefix)
 
 
 def _longest(requests: Sequence[Request]) -> int:

@@ -35,6 +35,7 @@ class Request:
     # the prompt's content, one id per KV block (Mooncake's convention; equal ids after equal ids = equal tokens),
     # for prefix caching; None: the prompt shares nothing with any other
     hash_ids: tuple | None = None
+    hash_block_size: int | None = None  # tokens per hash id (Mooncake: 512); None: the engine's block_size
 
     def __post_init__(self) -> None:
         _check_count("prompt_len", self.prompt_len, 1)
@@ -46,19 +47,24 @@ class Request:
             raise ValueError(f"arrival_time must be a finite number of seconds >= 0, got {t!r}")
 
 
-def unchecked_requests(ids, arrival_time, prompt_len, output_len, priority) -> list[Request]:
+def unchecked_requests(ids, arrival_time, prompt_len, output_len, priority, hash_ids=None,
+                       hash_block_size: int | None = None) -> list[Request]:
     """`Request`s from columns their owner has already checked in bulk (a `RequestTable`): the same objects as
     `Request(...)` builds, without its per-object checks (a million requests: ~2 s of them)."""
     new, put = object.__new__, object.__setattr__
     out = []
-    for rid, t, p, o, q in zip(ids, arrival_time, prompt_len, output_len, priority, strict=True):
+    if hash_ids is None:
+        hash_ids = [None] * len(ids)
+    hbs = None if hash_block_size is None else hash_block_size
+    for rid, t, p, o, q, h in zip(ids, arrival_time, prompt_len, output_len, priority, hash_ids, strict=True):
         r = new(Request)
         put(r, "request_id", rid)
         put(r, "arrival_time", t)
         put(r, "prompt_len", p)
         put(r, "output_len", o)
         put(r, "priority", q)
-        put(r, "hash_ids", None)
+        put(r, "hash_ids", h)
+        put(r, "hash_block_size", hbs if h is not None else None)
         out.append(r)
     return out
 
@@ -90,6 +96,7 @@ class RequestState:
     block_ids: list[int] | None = None  # (None until it holds blocks: a million requests hold no empty lists)
     block_hashes: list | None = None
     num_cached_tokens: int = 0
+    num_hashed_blocks: int = 0  # its first blocks registered in the prefix cache
 
     @property
     def request_id(self) -> str:

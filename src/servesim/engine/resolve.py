@@ -58,10 +58,15 @@ def resolve_config(
                                                  cfg.max_num_batched_tokens, cfg.max_num_seqs))
     if cfg.enable_prefix_caching:
         for r in requests:
-            if r.hash_ids is not None and len(r.hash_ids) != blocks_for(r.prompt_len, cfg.block_size):
+            if r.hash_ids is None:
+                continue
+            hbs = r.hash_block_size or cfg.block_size
+            if hbs % cfg.block_size:
+                raise ConfigError(f"request {r.request_id}: hash_ids of {hbs}-token blocks cannot be split into "
+                                  f"block_size {cfg.block_size}; expected a multiple of it")
+            if len(r.hash_ids) != blocks_for(r.prompt_len, hbs):
                 raise ConfigError(f"request {r.request_id}: {len(r.hash_ids)} hash_ids for a {r.prompt_len}-token "
-                                  f"prompt; expected one per {cfg.block_size}-token block "
-                                  f"({blocks_for(r.prompt_len, cfg.block_size)})")
+                                  f"prompt; expected one per {hbs}-token block ({blocks_for(r.prompt_len, hbs)})")
     allowed = min(longest, cfg.max_model_len)
     if cfg.usable_blocks is None or blocks_for(allowed - 1, cfg.block_size) <= cfg.usable_blocks:
         return cfg  # the longest request allowed fits in the pool, so every one does

@@ -12,6 +12,19 @@ from servesim.engine.timelines import Timelines
 
 
 @dataclass(frozen=True, slots=True)
+class PrefixCacheStats:
+    """vLLM's prefix-cache counters over a run: tokens looked up at (re)admissions, tokens hit, blocks evicted."""
+
+    query_tokens: int
+    hit_tokens: int
+    evicted_blocks: int
+
+    @property
+    def hit_rate(self) -> float:
+        return self.hit_tokens / self.query_tokens if self.query_tokens else 0.0
+
+
+@dataclass(frozen=True, slots=True)
 class SimResult:
     policy: str
     cost_model: str
@@ -24,6 +37,7 @@ class SimResult:
     # ids of the requests that failed on arrival, longer than max_model_len (vLLM rejects them; `vllm bench serve`
     # counts them as failed): never scheduled, no tokens
     rejected: tuple[str, ...] = ()
+    prefix_cache: PrefixCacheStats | None = None  # with prefix caching on requests that carry hash_ids
 
     @property
     def timelines(self) -> Timelines:

@@ -54,6 +54,10 @@ def result_file(result: SimResult, m: BenchmarkMetrics, metrics: tuple[str, ...]
     data |= to_json(m, metrics)
     if detailed:
         data |= per_request(result)
+    if result.prefix_cache is not None:  # vLLM's prefix-cache counters (its /metrics), not in its result file
+        pc = result.prefix_cache
+        data |= {"prefix_cache_queries": pc.query_tokens, "prefix_cache_hits": pc.hit_tokens,
+                 "prefix_cache_hit_rate": pc.hit_rate, "prefix_cache_evicted_blocks": pc.evicted_blocks}
     config = asdict(result.config)
     data |= {"policy": result.policy, "cost_model": result.cost_model, "overloaded": overloaded,
              "num_steps": len(result.step_log) if result.step_log is not None else len(result.steps),

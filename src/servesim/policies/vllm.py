@@ -87,6 +87,8 @@ class VLLMScheduler(Scheduler):
                 self.note_rest(waiting, *why)
                 return
             n = min(n, budget)
+            if self.prefix:
+                self.kv.count_query(req.num_tokens, cached)
             if hits:
                 self.kv.take_hits(req, hits)
             self.kv.allocate(req, cached + n)

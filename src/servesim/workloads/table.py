@@ -113,8 +113,12 @@ class RequestTable:
             bad = int(np.flatnonzero(~(np.isfinite(t) & (t >= 0)))[0])
             raise ValueError(f"arrival_time must be a finite number of seconds >= 0, got {t[bad]!r}")
         # lengths >= 1 and sorted arrivals are checked when the table is made
+        hashes = None
+        if self.hash_ids is not None and self.hash_offsets is not None:  # block identities, for prefix caching
+            ids, off = self.hash_ids.tolist(), self.hash_offsets.tolist()
+            hashes = [tuple(ids[off[i]:off[i + 1]]) or None for i in range(len(self))]
         return unchecked_requests(self.request_ids, t.tolist(), self.prompt_len.tolist(),
-                                  self.output_len.tolist(), prio)
+                                  self.output_len.tolist(), prio, hashes, self.hash_block_size)
 
     def take(self, index: np.ndarray) -> RequestTable:
         """The rows at `index`, which must keep arrival order (an increasing subset)."""
