@@ -193,3 +193,17 @@ def test_split_ids_give_hits_across_requests():
     assert (r.prefix_cache.query_tokens, r.prefix_cache.hit_tokens) == (96, 32)
     with pytest.raises(ConfigError, match="cannot be split into block_size 16"):
         simulate([Request("A", 0.0, 48, 2, hash_ids=(1, 2), hash_block_size=24)], cfg, "vllm", "unit")
+
+
+def test_explain_says_what_a_request_reused():
+    from servesim import EngineConfig, Request, simulate
+    from servesim.analysis.explain import explain_request
+
+    reqs = [Request("A", 0.0, 64, 2, hash_ids=(1, 2, 3, 4)), Request("B", 5.0, 64, 2, hash_ids=(1, 2, 3, 4))]
+    r = simulate(reqs, EngineConfig(max_num_batched_tokens=256, max_num_seqs=4, num_gpu_blocks=21), "vllm", "unit")
+    lines = explain_request(r, "B")
+    assert ("Prefix cache: 48 of its 64 tokens in step 2 hit the cache (blocks cached by earlier requests) and were "
+            "not computed again.") in lines
+    assert lines[1].startswith("16 of its 64 prompt tokens were prefilled in one 16-token step (step 2), 16 prompt "
+                               "tokens processed, 48 served by the prefix cache;")
+    assert not any(line.startswith("Prefix cache") for line in explain_request(r, "A"))

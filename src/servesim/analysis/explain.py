@@ -44,6 +44,12 @@ def prefill_phases(result: SimResult, rid: str) -> list[list[tuple[int, int]]]:
     return phases
 
 
+def cached_admissions(result: SimResult, rid: str) -> list[tuple[int, int, int]]:
+    """(step, cached tokens, tokens then) of each (re)admission of `rid` that started with prefix-cache hits."""
+    return [(s.step, e.num_cached_tokens, e.num_tokens_before) for s in result.steps for e in s.scheduled.prefill()
+            if e.id == rid and e.num_cached_tokens]
+
+
 def _need_records(result: SimResult, what: str) -> None:
     if not result.steps:
         from servesim.errors import ServesimError
@@ -253,15 +259,22 @@ def explain_request(result: SimResult, request_id: str, gaps: int = 3) -> list[s
         sizes = [c for _, c in first]
         queued = (r.first_scheduled_time or r.arrival_time) - r.arrival_time
         where = f"(step {first[0][0]})" if len(first) == 1 else f"over {_steps_text(first[0][0], first[-1][0])}"
-        whole = sum(sizes) >= r.prompt_len
-        head = f"Its {r.prompt_len}-token prompt was prefilled" if whole else \
+        hit = next((c for step, c, _ in cached_admissions(result, request_id) if step <= first[0][0]), 0)
+        whole = sum(sizes) + hit >= r.prompt_len
+        head = f"Its {r.prompt_len}-token prompt was prefilled" if whole and not hit else \
             f"{sum(sizes)} of its {r.prompt_len} prompt tokens were prefilled"
-        tail = f"{sum(sizes)} prompt tokens processed" if whole else "then it was preempted"
+        tail = (f"{sum(sizes)} prompt tokens processed" + (f", {hit} served by the prefix cache" if hit else "")
+                if whole else "then it was preempted")
         out.append(
             f"{head} {_chunks_text(sizes)} {where}, {tail}; "
             f"first token at {ms(r.token_times[0])}: TTFT {ms(r.ttft)} = {ms(queued)} queued + "
             f"{ms(r.token_times[0] - (r.first_scheduled_time or r.arrival_time))} from first scheduled to first "
             "token.")
+    hits = cached_admissions(result, request_id)
+    if hits:
+        parts = [f"{c} of its {n} tokens in step {step}" for step, c, n in hits]
+        out.append(f"Prefix cache: {_join(parts)} hit the cache (blocks cached by earlier requests) and were not "
+                   "computed again.")
     for i, p in enumerate(p for p in result.preemptions if p.id == request_id):
         out.append(_preemption_text(result, p, phases[i + 1], r.prompt_len))
     if r.finish_time is not None and r.output_len > 1:
