@@ -191,7 +191,7 @@ def test_split_ids_give_hits_across_requests():
     r = simulate(reqs, cfg, "vllm", "unit")
     assert tokens(r)[2] == [("B", 16)] and r.steps[2].scheduled[0].num_cached_tokens == 32
     assert (r.prefix_cache.query_tokens, r.prefix_cache.hit_tokens) == (96, 32)
-    with pytest.raises(ConfigError, match="cannot be split into block_size 16"):
+    with pytest.raises(ConfigError, match="cannot be split into or grouped as block_size 16"):
         simulate([Request("A", 0.0, 48, 2, hash_ids=(1, 2), hash_block_size=24)], cfg, "vllm", "unit")
 
 
@@ -207,3 +207,12 @@ def test_explain_says_what_a_request_reused():
     assert lines[1].startswith("16 of its 64 prompt tokens were prefilled in one 16-token step (step 2), 16 prompt "
                                "tokens processed, 48 served by the prefix cache;")
     assert not any(line.startswith("Prefix cache") for line in explain_request(r, "A"))
+
+
+def test_smaller_trace_blocks_are_grouped():
+    # 16-token ids in 32-token blocks: each block is the tuple of its two ids; a 40-token prompt has 3 ids
+    from servesim import Request
+    from servesim.engine.kv import split_hash_ids
+
+    r = Request("m", 0.0, 40, 4, hash_ids=(1, 2, 3), hash_block_size=16)
+    assert split_hash_ids(r, 32) == ((1, 2), (3,))

@@ -255,3 +255,18 @@ def test_compare_set_names_the_knob_once_and_each_value_fits_80_columns(monkeypa
     assert lines[0] == "seed: max_num_batched_tokens = 256, 512, 2048 (vllm, toy cost)"
     assert "256" in lines[2] and "512" in lines[2] and "2048" in lines[2] and "…" not in lines[2]
     assert max(len(line) for line in lines if line.startswith(("┃", "│", "┏", "└"))) <= 80
+
+
+def test_random_prefix_is_served_by_the_prefix_cache(monkeypatch, capsys, tmp_path):
+    # 4 prompts of 256 shared + 64 own tokens, all at once (budget 8192 on the H100): the first computes its 320
+    # tokens; the prefix's 16 full blocks are cached once scheduled, so the 3 admitted after it in the same step hit
+    # 256 tokens each: queried 4 x 320 = 1280, hit 3 x 256 = 768 (60 %)
+    data, _ = run_json(monkeypatch, capsys, tmp_path, "--dataset-name", "random", "--random-prefix-len", "256",
+                       "--random-input-len", "64", "--random-output-len", "4", "--num-prompts", "4",
+                       "--request-rate", "inf")
+    assert (data["prefix_cache_queries"], data["prefix_cache_hits"]) == (1280, 768)
+    assert data["prefix_cache_hit_rate"] == pytest.approx(0.6)
+    off, _ = run_json(monkeypatch, capsys, tmp_path, "--dataset-name", "random", "--random-prefix-len", "256",
+                      "--random-input-len", "64", "--random-output-len", "4", "--num-prompts", "4",
+                      "--request-rate", "inf", "--no-enable-prefix-caching")
+    assert "prefix_cache_hits" not in off and off["mean_ttft_ms"] > data["mean_ttft_ms"]

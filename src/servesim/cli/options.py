@@ -70,8 +70,8 @@ class SimOptions:
                                                                              "128).")] = None
     random_range_ratio: Annotated[float | None, _opt("--random-range-ratio", help="...: lengths uniform in "
                                                      "[L(1-r), L(1+r)] (default 0).")] = None
-    random_prefix_len: Annotated[int | None, _opt("--random-prefix-len", help="...: tokens added before each "
-                                                  "prompt (default 0; no prefix caching yet).")] = None
+    random_prefix_len: Annotated[int | None, _opt("--random-prefix-len", help="...: the same tokens before every "
+                                                  "prompt (default 0), which the prefix cache can serve.")] = None
     max_concurrency: Annotated[int | None, _opt("--max-concurrency", help="vllm bench serve's cap on requests in "
                                                 "flight (not modelled yet: refused).")] = None
     window: WindowOpt = None
@@ -133,7 +133,10 @@ class SimOptions:
                                                                     "0).")] = None
 
     def requests(self) -> list[Request]:
-        return workload_from_options(self.workload_name(), **self.loader_options())
+        reqs = workload_from_options(self.workload_name(), **self.loader_options())
+        if self.random_prefix_len:
+            reqs = shared_prefix(reqs, self.random_prefix_len)
+        return reqs
 
     def workload_name(self) -> str:
         if self.dataset_name is not None:
@@ -209,6 +212,24 @@ class SimOptions:
             return None
         return (f"{self.workload}: the lesson's settings, " + ", ".join(f"{k} {v}" for k, v in applied.items())
                 + " (override with " + " ".join(f"--{k.replace('_', '-')}" for k in applied) + ")")
+
+
+PREFIX_BLOCK = 16  # tokens per hash id of a shared random prefix: split or grouped into any vLLM block size >= 1
+
+
+def shared_prefix(requests: list[Request], prefix_len: int) -> list[Request]:
+    """vllm bench serve's random dataset gives every prompt the same `--random-prefix-len` tokens: as block
+    identities, the prefix's full 16-token blocks are shared by all and every other block is the request's own,
+    so the prefix cache can serve the prefix (one id per 16 tokens, `hash_block_size` 16)."""
+    from dataclasses import replace
+
+    shared = prefix_len // PREFIX_BLOCK
+    out = []
+    for i, r in enumerate(requests):
+        n = -(-r.prompt_len // PREFIX_BLOCK)
+        ids = tuple(("prefix", k) if k < shared else (i, k) for k in range(n))
+        out.append(replace(r, hash_ids=ids, hash_block_size=PREFIX_BLOCK))
+    return out
 
 
 def random_lengths(length: int, ratio: float, prefix: int) -> str:

@@ -77,10 +77,14 @@ class KVCache:
 
 def split_hash_ids(r, block_size: int) -> tuple:
     """A request's hash ids at `block_size` granularity: a trace's larger blocks (Mooncake: 512 tokens) become
-    (id, k) for their k-th sub-block; equal ids at the same place mean equal tokens, so equal sub-blocks too."""
+    (id, k) for their k-th sub-block; equal ids at the same place mean equal tokens, so equal sub-blocks too.
+    Smaller ones (16-token ids in 32-token blocks) are grouped: a block is the tuple of its ids."""
     hbs = r.hash_block_size
     if not hbs or hbs == block_size:
         return r.hash_ids
+    if hbs < block_size:
+        per = block_size // hbs
+        return tuple(tuple(r.hash_ids[i:i + per]) for i in range(0, len(r.hash_ids), per))
     per = hbs // block_size
     out = []
     for i, h in enumerate(r.hash_ids):

@@ -61,9 +61,9 @@ def resolve_config(
             if r.hash_ids is None:
                 continue
             hbs = r.hash_block_size or cfg.block_size
-            if hbs % cfg.block_size:
+            if hbs % cfg.block_size and cfg.block_size % hbs:
                 raise ConfigError(f"request {r.request_id}: hash_ids of {hbs}-token blocks cannot be split into "
-                                  f"block_size {cfg.block_size}; expected a multiple of it")
+                                  f"or grouped as block_size {cfg.block_size}; expected a multiple or a divisor")
             if len(r.hash_ids) != blocks_for(r.prompt_len, hbs):
                 raise ConfigError(f"request {r.request_id}: {len(r.hash_ids)} hash_ids for a {r.prompt_len}-token "
                                   f"prompt; expected one per {hbs}-token block ({blocks_for(r.prompt_len, hbs)})")
