@@ -270,3 +270,16 @@ def test_random_prefix_is_served_by_the_prefix_cache(monkeypatch, capsys, tmp_pa
                       "--random-input-len", "64", "--random-output-len", "4", "--num-prompts", "4",
                       "--request-rate", "inf", "--no-enable-prefix-caching")
     assert "prefix_cache_hits" not in off and off["mean_ttft_ms"] > data["mean_ttft_ms"]
+
+
+def test_prefix_repetition_dataset(monkeypatch, capsys, tmp_path):
+    # vllm bench serve's prefix_repetition: 2 prefixes of 256 tokens, 20 // 2 = 10 prompts after each (+ 64 own
+    # tokens), all at once within the H100's 8192-token budget: the first prompt of each prefix computes it, the 18
+    # others hit its 16 blocks: queried 20 x 320 = 6400, hit 18 x 256 = 4608 (72 %)
+    data, _ = run_json(monkeypatch, capsys, tmp_path, "--dataset-name", "prefix_repetition", "--num-prompts", "20",
+                       "--prefix-repetition-num-prefixes", "2", "--prefix-repetition-suffix-len", "64",
+                       "--prefix-repetition-output-len", "4", "--request-rate", "inf")
+    assert (data["num_prompts"], data["total_input_tokens"], data["total_output_tokens"]) == (20, 6400, 80)
+    assert (data["prefix_cache_queries"], data["prefix_cache_hits"]) == (6400, 4608)
+    code, _, err = cli(monkeypatch, capsys, "run", "--dataset-name", "prefix_repetition", "--num-prompts", "5")
+    assert code == 2 and "--num-prompts (5) must be >= --prefix-repetition-num-prefixes (10)" in err

@@ -72,6 +72,15 @@ class SimOptions:
                                                      "[L(1-r), L(1+r)] (default 0).")] = None
     random_prefix_len: Annotated[int | None, _opt("--random-prefix-len", help="...: the same tokens before every "
                                                   "prompt (default 0), which the prefix cache can serve.")] = None
+    prefix_repetition_prefix_len: Annotated[int, _opt("--prefix-repetition-prefix-len", help="vllm bench serve's "
+                                                      "prefix_repetition dataset: tokens of each shared "
+                                                      "prefix.")] = 256
+    prefix_repetition_suffix_len: Annotated[int, _opt("--prefix-repetition-suffix-len", help="...: each prompt's "
+                                                      "own tokens after it.")] = 256
+    prefix_repetition_num_prefixes: Annotated[int, _opt("--prefix-repetition-num-prefixes", help="...: how many "
+                                                        "prefixes, num_prompts // this prompts each.")] = 10
+    prefix_repetition_output_len: Annotated[int, _opt("--prefix-repetition-output-len", help="...: output "
+                                                      "tokens.")] = 128
     max_concurrency: Annotated[int | None, _opt("--max-concurrency", help="vllm bench serve's cap on requests in "
                                                 "flight (not modelled yet: refused).")] = None
     window: WindowOpt = None
@@ -134,17 +143,21 @@ class SimOptions:
 
     def requests(self) -> list[Request]:
         reqs = workload_from_options(self.workload_name(), **self.loader_options())
+        if self.dataset_name == "prefix_repetition":
+            return repeated_prefixes(reqs, self.prefix_repetition_prefix_len, self.prefix_repetition_num_prefixes,
+                                     self.seed)
         if self.random_prefix_len:
             reqs = shared_prefix(reqs, self.random_prefix_len)
         return reqs
 
     def workload_name(self) -> str:
         if self.dataset_name is not None:
-            if self.dataset_name != "random":
-                raise ConfigError(f"--dataset-name {self.dataset_name}: servesim makes the random dataset; for "
-                                  "others give the dataset as a trace file with --workload")
+            if self.dataset_name not in ("random", "prefix_repetition"):
+                raise ConfigError(f"--dataset-name {self.dataset_name}: servesim makes the random and "
+                                  "prefix_repetition datasets; for others give the dataset as a trace file with "
+                                  "--workload")
             if self.workload not in ("seed", "random"):
-                raise ConfigError("--dataset-name random and --workload FILE: give one of them")
+                raise ConfigError(f"--dataset-name {self.dataset_name} and --workload FILE: give one of them")
             return "random"
         return self.workload
 
@@ -152,8 +165,20 @@ class SimOptions:
         if self.max_concurrency is not None:
             raise ConfigError("--max-concurrency: servesim's client is open-loop (every request is sent at its "
                               "arrival time); a cap on requests in flight is not modelled yet")
-        prompt, output = self.prompt_len, self.output_len
-        if any(v is not None for v in (self.random_input_len, self.random_output_len, self.random_range_ratio,
+        prompt, output, num = self.prompt_len, self.output_len, self.num_requests
+        if self.dataset_name == "prefix_repetition":
+            if prompt is not None or output is not None or self.random_input_len or self.random_output_len:
+                raise ConfigError("--dataset-name prefix_repetition sets the lengths: use --prefix-repetition-*")
+            p, s, k = (self.prefix_repetition_prefix_len, self.prefix_repetition_suffix_len,
+                       self.prefix_repetition_num_prefixes)
+            if p < 0 or s < 0 or p + s < 1 or k < 1 or self.prefix_repetition_output_len < 1:
+                raise ConfigError("--prefix-repetition-*: lengths >= 0 (prefix + suffix >= 1), output and "
+                                  "num-prefixes >= 1")
+            num = 1000 if num is None else num
+            if num < k:  # as vLLM: num_prompts // num_prefixes prompts per prefix
+                raise ConfigError(f"--num-prompts ({num}) must be >= --prefix-repetition-num-prefixes ({k})")
+            prompt, output, num = str(p + s), str(self.prefix_repetition_output_len), k * (num // k)
+        elif any(v is not None for v in (self.random_input_len, self.random_output_len, self.random_range_ratio,
                                        self.random_prefix_len)):
             if prompt is not None or output is not None:
                 raise ConfigError("--random-input-len/--random-output-len and --prompt-len/--output-len both give "
@@ -169,7 +194,7 @@ class SimOptions:
             prompt = random_lengths(1024 if self.random_input_len is None else self.random_input_len, ratio, prefix)
             output = random_lengths(128 if self.random_output_len is None else self.random_output_len, ratio, 0)
         return {"format": self.format, "columns": self.columns, "time_unit": self.time_unit,
-                "request_rate": self.request_rate, "burstiness": self.burstiness, "num_requests": self.num_requests,
+                "request_rate": self.request_rate, "burstiness": self.burstiness, "num_requests": num,
                 "prompt_len": prompt, "output_len": output, "window": self.window, "rate_scale": self.rate_scale,
                 "seed": self.seed, "trace_model": self.trace_model, "log_type": self.log_type,
                 "keep_failed": self.keep_failed}
@@ -228,6 +253,25 @@ def shared_prefix(requests: list[Request], prefix_len: int) -> list[Request]:
     for i, r in enumerate(requests):
         n = -(-r.prompt_len // PREFIX_BLOCK)
         ids = tuple(("prefix", k) if k < shared else (i, k) for k in range(n))
+        out.append(replace(r, hash_ids=ids, hash_block_size=PREFIX_BLOCK))
+    return out
+
+
+def repeated_prefixes(requests: list[Request], prefix_len: int, num_prefixes: int, seed: int) -> list[Request]:
+    """vllm bench serve's prefix_repetition dataset (vllm/benchmarks/datasets, PrefixRepetitionRandomDataset):
+    `num_prefixes` prefixes, num_prompts // num_prefixes prompts after each, in the order Python's
+    `random.shuffle` gives with the seed (as vLLM shuffles them); a prompt's own suffix blocks are its own."""
+    import random
+    from dataclasses import replace
+
+    per = len(requests) // num_prefixes
+    order = [j for j in range(num_prefixes) for _ in range(per)]
+    random.Random(seed).shuffle(order)
+    shared = prefix_len // PREFIX_BLOCK
+    out = []
+    for i, (r, j) in enumerate(zip(requests, order, strict=True)):
+        n = -(-r.prompt_len // PREFIX_BLOCK)
+        ids = tuple(("prefix", j, k) if k < shared else (i, k) for k in range(n))
         out.append(replace(r, hash_ids=ids, hash_block_size=PREFIX_BLOCK))
     return out
 
