@@ -102,6 +102,9 @@ def compare_rows(results: dict[str, SimResult]) -> list[tuple[str, list[str]]]:
     row("Slot utilization (%)", lambda k, r: ms2(slot_utilization(r) * 100))
     row("Preemptions", lambda k, r: str(len(r.preemptions)))
     row("Recompute tax (%)", lambda k, r: ms2(r.recompute_tax * 100))
+    if any(r.prefix_cache is not None for r in results.values()):
+        row("Prefix cache hit rate (%)",
+            lambda k, r: "off" if r.prefix_cache is None else ms2(r.prefix_cache.hit_rate * 100))
     row("Most steps bound by", lambda k, r: _most_bound(r))
     row("Overloaded", lambda k, r: "OVERLOADED" if detect_overload(r).overloaded else "no")
     return rows
