@@ -252,3 +252,10 @@ def test_prefix_caching_keeps_the_books_and_finishes_everyone(w):
     for s in on.steps:
         for e in s.scheduled:
             assert e.num_cached_tokens % 4 == 0 and e.num_cached_tokens < e.num_tokens_before
+
+
+def test_ids_whose_int_hashes_collide_stay_apart():
+    # CPython's hash(-1) == hash(-2): the compact block hashes must still tell these prompts apart
+    reqs = [Request("A", 0.0, 32, 2, hash_ids=(-1, 5)), Request("B", 5.0, 32, 2, hash_ids=(-2, 5))]
+    r = simulate(reqs, EngineConfig(max_num_batched_tokens=256, max_num_seqs=4, num_gpu_blocks=21), "vllm", "unit")
+    assert r.prefix_cache.hit_tokens == 0

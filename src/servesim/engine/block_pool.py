@@ -22,27 +22,32 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Sequence
 
-BlockHash = tuple | int  # (parent hash or None, content), or that node's number in an intern table: exact
+BlockHash = tuple | int  # (parent hash or None, content), or its 64-bit hash (`compact`)
 GENERATED = "generated"  # the one token id every generated token has
 
 
 def block_hashes(hash_ids: Sequence[object], prompt_len: int, num_tokens: int, block_size: int,
-                 known: list[BlockHash] | None = None, intern: dict | None = None) -> list[BlockHash]:
+                 known: list[BlockHash] | None = None, compact: bool = False) -> list[BlockHash]:
     """The chained identities of a request's full blocks, over its first `num_tokens` tokens (prompt, then
     generated tokens). `hash_ids`: one id per `block_size` prompt tokens, the last block possibly partial.
-    `known`: the chain so far, extended in place (a decode adds one block every `block_size` steps). `intern`: a
-    table that numbers each (parent, content) node, so a hash is one int (exact, and O(1) to look up) instead of
-    a nested tuple as long as the chain."""
+    `known`: the chain so far, extended in place (a decode adds one block every `block_size` steps). `compact`: each
+    node is a 64-bit hash of (parent, the content's text), O(1) to look up and to keep, instead of a nested tuple as
+    long as the chain (exact); like vLLM's hashes it could collide, with a chance of about n^2 / 2^64 for n blocks
+    (strings hash with SipHash, so no structure in the ids makes that likelier)."""
     if len(hash_ids) != -(-prompt_len // block_size):
         raise ValueError(f"{len(hash_ids)} hash_ids for a {prompt_len}-token prompt in blocks of {block_size}; "
                          f"expected {-(-prompt_len // block_size)}")
     out: list[BlockHash] = [] if known is None else known
-    parent = out[-1] if out else None
+    parent = out[-1] if out else (0 if compact else None)
     for i in range(len(out), num_tokens // block_size):
         start = i * block_size
         prompt_here = max(0, min(block_size, prompt_len - start))
-        content = (hash_ids[i] if prompt_here else None, block_size - prompt_here)  # prompt id, generated tokens
-        parent = (parent, content) if intern is None else intern.setdefault((parent, content), len(intern))
+        if compact:  # the id's text: ints' own hashes collide (hash(-1) == hash(-2)), strings' (SipHash) do not
+            content = f"{hash_ids[i]!r}/{block_size - prompt_here}" if prompt_here else f"/{block_size}"
+            parent = hash((parent, content))
+        else:  # prompt id (None: generated tokens only), generated tokens
+            content = (hash_ids[i] if prompt_here else None, block_size - prompt_here)
+            parent = (parent, content)
         out.append(parent)
     return out
 
@@ -50,7 +55,7 @@ def block_hashes(hash_ids: Sequence[object], prompt_len: int, num_tokens: int, b
 class BlockPool:
     """`num_blocks` usable KV blocks (vLLM's null block excluded), with ref counts and the prefix cache."""
 
-    __slots__ = ("free_queue", "ref_cnt", "block_hash", "cached", "num_cached_free", "num_evicted", "intern")
+    __slots__ = ("free_queue", "ref_cnt", "block_hash", "cached", "num_cached_free", "num_evicted")
 
     def __init__(self, num_blocks: int) -> None:
         self.free_queue: OrderedDict[int, None] = OrderedDict.fromkeys(range(num_blocks))  # front = next taken
@@ -59,7 +64,6 @@ class BlockPool:
         self.cached: dict[BlockHash, list[int]] = {}  # hash -> copies, earliest registered first
         self.num_cached_free = 0  # free blocks still holding a hash (they count as free)
         self.num_evicted = 0
-        self.intern: dict = {}  # block_hashes' numbering of chain nodes, shared by every request of the pool
 
     @property
     def num_free(self) -> int:

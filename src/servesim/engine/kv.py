@@ -123,7 +123,7 @@ class PrefixCachingKV(KVCache):
         known = state.block_hashes
         if known is None or len(known) < num_tokens // bs:
             known = state.block_hashes = block_hashes(split_hash_ids(r, bs), r.prompt_len, num_tokens, bs, known,
-                                                      self.pool.intern)
+                                                      compact=True)
         return known
 
     def lookup(self, state: RequestState) -> list[int]:
@@ -167,7 +167,7 @@ class PrefixCachingKV(KVCache):
         n = state.num_blocks
         if state.block_ids:
             self.pool.free(state.block_ids)
-        state.block_ids = None
+        state.block_ids = state.block_hashes = None  # (made again if it is readmitted)
         state.num_blocks = state.num_hashed_blocks = 0
         self.free_blocks = self.pool.num_free
         return n
