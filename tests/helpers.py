@@ -41,3 +41,23 @@ def cli(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
         code = exc.code or 0
     out, err = capsys.readouterr()
     return code, out, err
+
+
+def write_file(tmp_path: Path, name: str, text: str | bytes) -> Path:
+    path = tmp_path / name
+    path.write_bytes(text.encode() if isinstance(text, str) else text)
+    return path
+
+
+def load_error(path: Path, **kw: object) -> str:
+    """`load_trace(path)` must fail with one WorkloadError line that starts with the path; returns it."""
+    import pytest
+
+    from servesim.errors import WorkloadError
+    from servesim.workloads import load_trace
+
+    with pytest.raises(WorkloadError) as exc:
+        load_trace(path, **kw)  # type: ignore[arg-type]
+    msg = str(exc.value)
+    assert msg.startswith(f"{path}: ") and "\n" not in msg and "\r" not in msg, msg
+    return msg

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import load_error, write_file
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -20,18 +21,7 @@ from servesim.workloads.table import RequestTable
 VIDUR = "arrived_at,num_prefill_tokens,num_decode_tokens\n"
 
 
-def write(tmp_path: Path, name: str, text: str | bytes) -> Path:
-    path = tmp_path / name
-    path.write_bytes(text.encode() if isinstance(text, str) else text)
-    return path
-
-
-def error(path: Path, **kw: object) -> str:
-    with pytest.raises(WorkloadError) as exc:
-        load_trace(path, **kw)  # type: ignore[arg-type]
-    msg = str(exc.value)
-    assert msg.startswith(str(path)) and "\n" not in msg
-    return msg
+write, error = write_file, load_error
 
 
 def test_missing_column(tmp_path):

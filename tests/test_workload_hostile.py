@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import load_error, write_file
 
 from servesim.errors import WorkloadError
 from servesim.workloads import builtin_table, load_trace, make_table, source
@@ -24,18 +25,7 @@ SERVESIM_IDS = "arrival_time,prompt_len,output_len,request_id\n"
 MOONCAKE_OK = '{"timestamp": 0, "input_length": 10, "output_length": 5}\n'
 
 
-def write(tmp_path: Path, name: str, text: str | bytes) -> Path:
-    path = tmp_path / name
-    path.write_bytes(text.encode() if isinstance(text, str) else text)
-    return path
-
-
-def error(path: Path, **kw: object) -> str:
-    with pytest.raises(WorkloadError) as exc:
-        load_trace(path, **kw)  # type: ignore[arg-type]
-    msg = str(exc.value)
-    assert msg.startswith(f"{path}: ") and "\n" not in msg and "\r" not in msg, msg
-    return msg
+write, error = write_file, load_error
 
 
 def polars_only(monkeypatch: pytest.MonkeyPatch) -> None:
