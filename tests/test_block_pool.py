@@ -26,9 +26,13 @@ def prefill(pool: BlockPool, hash_ids, prompt_len: int) -> tuple[list[int], list
 def test_p1_identity_is_a_chain_over_prompt_and_generated_tokens():
     a = block_hashes([1, 2, 3], 10, 12, BS)  # 10 prompt tokens (blocks 1, 2 full, 3 partial) + 2 generated
     b = block_hashes([9, 2, 3], 10, 12, BS)
-    assert len(a) == 3 and a[2][1] == (3, 2)  # the third block: prompt id 3 and 2 generated tokens
+    assert len(a) == 3 and len(set(a)) == 3
     assert a[0] != b[0] and a[1] != b[1]  # the same second block after a different first one is another block
-    assert block_hashes([1, 2, 3], 10, 16, BS)[3][1] == (None, 4)  # a block of generated tokens only
+    assert block_hashes([1, 2, 3], 10, 12, BS) == a  # the same tokens, the same chain
+    assert block_hashes([1, 2, 3], 11, 12, BS)[2] != a[2]  # 3 prompt tokens + 1 generated: another third block
+    longer = block_hashes([1, 2, 3], 10, 16, BS)  # a fourth block of generated tokens only, after the same chain
+    assert longer[:3] == a and len(longer) == 4
+    assert block_hashes([1, 2, 3], 10, 16, BS, known=a[:2]) == longer  # a chain so far, extended
     with pytest.raises(ValueError, match="2 hash_ids for a 10-token prompt"):
         block_hashes([1, 2], 10, 10, BS)
 

@@ -22,32 +22,29 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Sequence
 
-BlockHash = tuple | int  # (parent hash or None, content), or its 64-bit hash (`compact`)
+BlockHash = int  # a 64-bit hash of (parent's hash, the block's content)
 GENERATED = "generated"  # the one token id every generated token has
 
 
 def block_hashes(hash_ids: Sequence[object], prompt_len: int, num_tokens: int, block_size: int,
-                 known: list[BlockHash] | None = None, compact: bool = False) -> list[BlockHash]:
+                 known: list[BlockHash] | None = None) -> list[BlockHash]:
     """The chained identities of a request's full blocks, over its first `num_tokens` tokens (prompt, then
     generated tokens). `hash_ids`: one id per `block_size` prompt tokens, the last block possibly partial.
-    `known`: the chain so far, extended in place (a decode adds one block every `block_size` steps). `compact`: each
-    node is a 64-bit hash of (parent, the content's text), O(1) to look up and to keep, instead of a nested tuple as
-    long as the chain (exact); like vLLM's hashes it could collide, with a chance of about n^2 / 2^64 for n blocks
-    (strings hash with SipHash, so no structure in the ids makes that likelier)."""
+    `known`: the chain so far, extended in place (a decode adds one block every `block_size` steps).
+
+    Each node is a 64-bit hash of (parent, the content's text): O(1) to look up and to keep, where a nested tuple
+    would be as long as the chain. Like vLLM's hashes it could collide, with a chance of about n^2 / 2^64 for n
+    blocks; the content is hashed as text because ints' own hashes collide (`hash(-1) == hash(-2)`)."""
     if len(hash_ids) != -(-prompt_len // block_size):
         raise ValueError(f"{len(hash_ids)} hash_ids for a {prompt_len}-token prompt in blocks of {block_size}; "
                          f"expected {-(-prompt_len // block_size)}")
     out: list[BlockHash] = [] if known is None else known
-    parent = out[-1] if out else (0 if compact else None)
+    parent = out[-1] if out else 0
     for i in range(len(out), num_tokens // block_size):
-        start = i * block_size
-        prompt_here = max(0, min(block_size, prompt_len - start))
-        if compact:  # the id's text: ints' own hashes collide (hash(-1) == hash(-2)), strings' (SipHash) do not
-            content = f"{hash_ids[i]!r}/{block_size - prompt_here}" if prompt_here else f"/{block_size}"
-            parent = hash((parent, content))
-        else:  # prompt id (None: generated tokens only), generated tokens
-            content = (hash_ids[i] if prompt_here else None, block_size - prompt_here)
-            parent = (parent, content)
+        prompt_here = max(0, min(block_size, prompt_len - i * block_size))
+        # the prompt id with the generated tokens after it in this block, or generated tokens only
+        content = f"{hash_ids[i]!r}/{block_size - prompt_here}" if prompt_here else f"/{block_size}"
+        parent = hash((parent, content))
         out.append(parent)
     return out
 

@@ -85,12 +85,10 @@ def split_hash_ids(r, block_size: int) -> tuple:
     if hbs < block_size:
         per = block_size // hbs
         return tuple(tuple(r.hash_ids[i:i + per]) for i in range(0, len(r.hash_ids), per))
-    per = hbs // block_size
     out = []
     for i, h in enumerate(r.hash_ids):
         tokens = min(hbs, r.prompt_len - i * hbs)
         out += [(h, k) for k in range(-(-tokens // block_size))]
-    assert len(out) == -(-r.prompt_len // block_size) and per >= 1
     return tuple(out)
 
 
@@ -122,8 +120,7 @@ class PrefixCachingKV(KVCache):
             return []
         known = state.block_hashes
         if known is None or len(known) < num_tokens // bs:
-            known = state.block_hashes = block_hashes(split_hash_ids(r, bs), r.prompt_len, num_tokens, bs, known,
-                                                      compact=True)
+            known = state.block_hashes = block_hashes(split_hash_ids(r, bs), r.prompt_len, num_tokens, bs, known)
         return known
 
     def lookup(self, state: RequestState) -> list[int]:

@@ -55,7 +55,6 @@ def unchecked_requests(ids, arrival_time, prompt_len, output_len, priority, hash
     out = []
     if hash_ids is None:
         hash_ids = [None] * len(ids)
-    hbs = None if hash_block_size is None else hash_block_size
     for rid, t, p, o, q, h in zip(ids, arrival_time, prompt_len, output_len, priority, hash_ids, strict=True):
         r = new(Request)
         put(r, "request_id", rid)
@@ -64,7 +63,7 @@ def unchecked_requests(ids, arrival_time, prompt_len, output_len, priority, hash
         put(r, "output_len", o)
         put(r, "priority", q)
         put(r, "hash_ids", h)
-        put(r, "hash_block_size", hbs if h is not None else None)
+        put(r, "hash_block_size", hash_block_size if h is not None else None)
         out.append(r)
     return out
 
