@@ -3,6 +3,7 @@
 import pytest
 
 from servesim.cost import StepShape, get_cost_model
+from servesim.cost.host import get_engine
 
 CONTEXTS = [5, 130, 1021, 17, 4000, 64]
 
@@ -17,9 +18,27 @@ def shapes(k):
     get_cost_model("roofline", model="llama-3-8b", gpu="h100-80gb", tp=1),
     get_cost_model("roofline", model="llama-2-70b", gpu="a100-80gb", tp=4),
     get_cost_model("roofline", model="mixtral-8x7b", gpu="h100-80gb", tp=2),
+    # with the engine's host work: overlapped, in series, eager launches, Ray's RPC
+    get_cost_model("roofline", model="llama-3-8b", gpu="h100-80gb", tp=1, engine=get_engine("vllm-0.33")),
+    get_cost_model("roofline", model="llama-2-7b", gpu="a100-80gb", tp=1, engine=get_engine("vllm-0.2")),
+    get_cost_model("roofline", model="llama-2-70b", gpu="a100-80gb", tp=4, engine=get_engine("vllm-0.2")),
+    get_cost_model("roofline", model="llama-2-70b", gpu="a100-80gb", tp=4,
+                   engine=get_engine("vllm-0.2", enforce_eager=False)),
+    get_cost_model("roofline", model="mixtral-8x7b", gpu="h100-80gb", tp=2, engine=get_engine("trtllm")),
 ])
 def test_decode_stretch_matches_step_time(cost):
     k = 300
     got = cost.decode_stretch(len(CONTEXTS), sum(CONTEXTS), k)
     want = [cost.step_time(s) for s in shapes(k)]
     assert list(got) == pytest.approx(want, rel=1e-12)
+
+
+@pytest.mark.parametrize("engine", ["vllm-0.33", "vllm-0.2", "trtllm"])
+@pytest.mark.parametrize("k", [5, 40])  # the loop and the numpy paths
+def test_decode_stretch_is_the_same_floats_as_step_time_with_decodes(engine, k):
+    """The fast path plans stretches with `decode_stretch` and single steps with `step_time_with_decodes`: both
+    must give the same floats, host part included, or a run's clock would depend on the path taken."""
+    cost = get_cost_model("roofline", model="llama-2-70b", gpu="a100-80gb", tp=4, engine=get_engine(engine))
+    n, ctx = len(CONTEXTS), sum(CONTEXTS)
+    empty = StepShape((), (), (), 0)
+    assert cost.decode_stretch(n, ctx, k) == [cost.step_time_with_decodes(n, ctx + n * j, empty) for j in range(k)]

@@ -13,7 +13,7 @@ from servesim.engine.result import SimResult
 
 def gap_cause(result: SimResult, g) -> str:
     """Why a token gap (`metrics.TokenGap`) lasted: the step that ended it, or why it spanned several steps."""
-    if g.first_step == g.last_step:
+    if g.first_step >= g.last_step:  # zero-length steps (a zero-cost step clock) can put first past last
         return f"step {g.last_step}: {step_cause(result, g.last_step, victim=g.request_id)}"
     p = next((p for p in result.preemptions if p.id == g.request_id and g.first_step <= p.step <= g.last_step), None)
     if p is not None:

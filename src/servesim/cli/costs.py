@@ -47,9 +47,23 @@ def cost(
     context: Annotated[int, typer.Option(help="Context of each decoding request, in tokens.")] = 1024,
     cost_profile: Annotated[str | None, typer.Option(
         "--cost", help="A calibrated profile PATH.json (`servesim calibrate`), not the defaults.")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON object: total_ms and the breakdown.")] = False,
+    quantization: Annotated[str | None, typer.Option("--quantization", "-q", help="fp8: linear layers in FP8 at "
+                                                     "the GPU's FP8 peak [default: none].")] = None,
+    kv_cache_dtype: Annotated[str | None, typer.Option(help="auto | fp8 [default: auto].")] = None,
+    engine: Annotated[str | None, typer.Option(help="Engine profile (host time per step): vllm-0.33 | vllm-0.2 | "
+                                               "trtllm | sglang [default: vllm-0.33].")] = None,
+    enforce_eager: Annotated[bool | None, typer.Option("--enforce-eager/--no-enforce-eager", help="No CUDA graphs "
+                                                       "[default: the preset's].")] = None,
+    distributed_executor_backend: Annotated[str | None, typer.Option(help="mp | ray [default: the preset's].")] = None,
+    disable_custom_all_reduce: Annotated[bool | None, typer.Option(
+        "--disable-custom-all-reduce/--enable-custom-all-reduce", help="NCCL only [default: the preset's].")] = None,
+    async_scheduling: Annotated[bool | None, typer.Option("--async-scheduling/--no-async-scheduling", help="Host "
+                                                          "work overlaps the GPU's [default: the preset's].")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON object: total_ms (wall), device_ms, host_ms "
+                                                         "and the breakdown.")] = False,
 ) -> None:
-    """Time of one step (milliseconds) on the roofline, broken down by operator (all layers summed)."""
+    """Time of one step (milliseconds) on the roofline: the GPU's operators (all layers summed), the engine's host
+    work beside them, and which of the two bounds the step."""
     from servesim.cost.calibrate import parse_prefill
 
     # The model and GPU first, so a misspelled name is reported (with the valid ones) before a missing step.
@@ -57,7 +71,10 @@ def cost(
 
     if cost_profile is not None and not cost_profile.endswith((".json", ".toml")):
         raise ConfigError(f"--cost {cost_profile}: expected a profile PATH.json or PATH.toml (`servesim calibrate`)")
-    roof = build_cost(cost_profile or "roofline", model=model, gpu=gpu, tp=tp)
+    roof = build_cost(cost_profile or "roofline", model=model, gpu=gpu, tp=tp, quantization=quantization,
+                      kv_cache_dtype=kv_cache_dtype, engine=engine,
+                      enforce_eager=enforce_eager, distributed_executor_backend=distributed_executor_backend,
+                      disable_custom_all_reduce=disable_custom_all_reduce, async_scheduling=async_scheduling)
     chunks = [c for spec in prefill or () for c in parse_prefill(spec)]
     if decodes < 0 or context < 0:
         raise ConfigError("--decodes and --context must be >= 0")
@@ -65,9 +82,16 @@ def cost(
         raise ConfigError("an empty step: give --prefill TOKENS@CONTEXT and/or --decodes N")
     shape = StepShape.of(decodes=[context] * decodes, prefills=chunks)
     total, parts = roof.step_time(shape), roof.breakdown(shape)
+    device, host, issue, bound = _split(roof, shape)
+    e = roof.engine
     if as_json:
         print(json.dumps({
             "model": roof.model.name, "gpu": roof.gpu.name, "tp": roof.tp, "total_ms": total * 1e3,
+            "device_ms": device * 1e3, "host_ms": host * 1e3, "launch_ms": issue * 1e3, "bound": bound,
+            "engine": None if e is None else {
+                "name": e.name, "version": e.version, "enforce_eager": e.enforce_eager,
+                "distributed_executor_backend": e.distributed_executor_backend,
+                "disable_custom_all_reduce": e.disable_custom_all_reduce, "async_scheduling": e.async_scheduling},
             "num_tokens": shape.num_tokens, "num_decodes": shape.num_decodes,
             "breakdown": [{"operator": p.name, "ms": p.seconds * 1e3, "bound": p.bound, "flops": p.flops,
                            "bytes": p.bytes} for p in parts],
@@ -79,10 +103,34 @@ def cost(
     table.add_column("ms", justify="right")
     table.add_column("share", justify="right")
     table.add_column("bound")
+    gpu_total = sum(p.seconds for p in parts)
     for p in parts:
-        table.add_row(p.name, f"{p.seconds * 1e3:.3f}", f"{p.seconds / total:.0%}", p.bound)
-    table.add_row("total", f"{total * 1e3:.3f}", "100%", "", style="bold")
+        table.add_row(p.name, f"{p.seconds * 1e3:.3f}", f"{p.seconds / gpu_total:.0%}", p.bound)
+    if e is None:
+        table.add_row("total", f"{total * 1e3:.3f}", "100%", "", style="bold")
+        _console().print(table)
+        return
+    table.add_row("device (GPU)", f"{device * 1e3:.3f}", "100%", "", style="bold")
+    if e.enforce_eager:
+        table.add_row("eager launches (host)", f"{issue * 1e3:.3f}", "", "per layer max(launch, device)")
+    how = "overlapped: max(host, device)" if e.async_scheduling else "in series: host + device"
+    table.add_row(f"host ({e.name})", f"{host * 1e3:.3f}", "", how)
+    table.add_row("step (wall)", f"{total * 1e3:.3f}", "", f"{bound}-bound", style="bold")
     _console().print(table)
+
+
+def _split(roof, shape: StepShape) -> tuple[float, float, float, str]:
+    """(device, host, eager issue seconds, what bounds the step: "device" | "host" | "launch"). Without an engine
+    profile (a calibrated profile) the host part is the profile's flat step overhead, in series."""
+    if roof.engine is None:
+        host = roof.params.step_overhead
+        device = roof.step_time(shape) - host
+        return device, host, 0.0, "host" if host > device else "device"
+    device, host, issue = roof.split(shape)
+    gpu = max(device, issue) if roof.engine.enforce_eager else device
+    if host > gpu:
+        return device, host, issue, "host"
+    return device, host, issue, "launch" if gpu > device else "device"
 
 
 @app.command()

@@ -121,8 +121,10 @@ class SimOptions:
                                                    "traffic). Default: the model's; 131072 (Llama-3-8B) with the "
                                                    "toy cost.")] = None
     pcie_bandwidth: Annotated[float, _opt("--pcie-bandwidth", help="Host<->GPU bytes/s for swapping.")] = 32e9
-    async_scheduling: Annotated[bool, _opt("--async-scheduling", help="Finished requests free their seat one step "
-                                                                      "later.")] = False
+    async_scheduling: Annotated[bool | None, _opt("--async-scheduling/--no-async-scheduling", help="vLLM's async "
+                                                  "scheduling: finished requests free their seat one step later, "
+                                                  "and (roofline) host work overlaps the GPU's. Default: off for "
+                                                  "the engine; the --engine preset's for the cost.")] = None
     # the cost model
     cost: Annotated[str, _opt("--cost", help="auto (toy for the lesson's workloads, else the roofline) | toy | unit "
                                              "| roofline | a profile .json.")] = "auto"
@@ -134,6 +136,21 @@ class SimOptions:
                                    "Default: 1.")] = None
     dtype: Annotated[str | None, _opt("--dtype", help="Weights and KV: auto, bfloat16, float16 (2 bytes "
                                                       "each).")] = None
+    quantization: Annotated[str | None, _opt("--quantization", "-q", help="Roofline: fp8 (weights and activations "
+                                             "of the linear layers at the GPU's FP8 peak). Default: none.")] = None
+    kv_cache_dtype: Annotated[str | None, _opt("--kv-cache-dtype", help="Roofline KV cache: auto (the model's dtype) "
+                                               "| fp8 (1 byte: more KV blocks, cheaper decode attention).")] = None
+    engine: Annotated[str | None, _opt("--engine", help="Roofline engine profile (host time per step): vllm-0.33 | "
+                                                        "vllm-0.2 | trtllm | sglang. Default: vllm-0.33.")] = None
+    enforce_eager: Annotated[bool | None, _opt("--enforce-eager/--no-enforce-eager", help="No CUDA graphs: each "
+                                               "kernel is launched from the host. Default: the --engine "
+                                               "preset's.")] = None
+    distributed_executor_backend: Annotated[str | None, _opt("--distributed-executor-backend", help="TP workers: "
+                                                             "mp | ray (a per-step RPC). Default: the "
+                                                             "preset's.")] = None
+    disable_custom_all_reduce: Annotated[bool | None, _opt("--disable-custom-all-reduce/--enable-custom-all-reduce",
+                                                           help="NCCL only, not vLLM's custom all-reduce for "
+                                                           "small messages. Default: the preset's.")] = None
     decode_ms: Annotated[float | None, _opt("--decode-ms", help="Toy cost: ms per decoding request per step "
                                                                "(default 1).")] = None
     prefill_token_ms: Annotated[float | None, _opt("--prefill-token-ms", help="Toy cost: ms per prefill token "
@@ -212,7 +229,7 @@ class SimOptions:
             "long_prefill_token_threshold": self.long_prefill_token_threshold, "max_model_len": self.max_model_len,
             "block_size": self.block_size, "num_gpu_blocks": self.num_gpu_blocks,
             "gpu_memory_utilization": self.gpu_memory_utilization, "watermark": self.watermark,
-            "policy": self.scheduling_policy, "async_scheduling": self.async_scheduling,
+            "policy": self.scheduling_policy, "async_scheduling": self.async_scheduling or False,
             "preemption_mode": self.preemption_mode, "swap_space": self.swap_space,
             "kv_bytes_per_token": self.kv_bytes_per_token, "pcie_bandwidth": self.pcie_bandwidth,
         }
@@ -223,8 +240,12 @@ class SimOptions:
         from servesim.defaults import build_cost
 
         return build_cost(self.cost, self.workload_name(), model=self.model, gpu=self.gpu, tp=self.tp,
-                          dtype=self.dtype, decode_ms=self.decode_ms, prefill_token_ms=self.prefill_token_ms,
-                          overhead_ms=self.overhead_ms)
+                          dtype=self.dtype, quantization=self.quantization, kv_cache_dtype=self.kv_cache_dtype,
+                          decode_ms=self.decode_ms, prefill_token_ms=self.prefill_token_ms,
+                          overhead_ms=self.overhead_ms, engine=self.engine, enforce_eager=self.enforce_eager,
+                          distributed_executor_backend=self.distributed_executor_backend,
+                          disable_custom_all_reduce=self.disable_custom_all_reduce,
+                          async_scheduling=self.async_scheduling)
 
     def lesson_note(self, policy: str = "vllm") -> str | None:
         """What the lesson's settings set, for a lesson workload (None otherwise or when all were given)."""

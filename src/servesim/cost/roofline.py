@@ -1,7 +1,9 @@
 """Roofline step cost: a step's exact composition, a model's shapes and a GPU's datasheet give the step's time.
 
 Every operator's time is max(FLOPs / (peak x compute efficiency), bytes / (bandwidth x memory efficiency)) plus
-a per-kernel floor; a step adds the tensor-parallel all-reduces and a per-step host overhead. Units: seconds,
+a per-kernel floor; a step adds the tensor-parallel all-reduces and a per-step host overhead, or, given an
+`EngineProfile` (`servesim.cost.host`), the engine's host work beside the device time: in series or overlapped,
+with eager launches and the engine's custom all-reduce. Units: seconds,
 bytes, FLOPs. Everything that depends only on the model, GPU and `tp` is computed once in `__init__`, so
 `step_time` is one pass over the scheduled requests plus a few dozen multiplications.
 """
@@ -9,11 +11,12 @@ bytes, FLOPs. Everything that depends only on the model, GPU and `tp` is compute
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from servesim.cost.base import StepShape
+from servesim.cost.host import EngineProfile
 from servesim.cost.specs import GpuSpec, ModelSpec, is_finite, is_int, is_real, load_gpu, load_model, show
 from servesim.errors import ConfigError
 
@@ -29,6 +32,10 @@ NUMPY_STRETCH = 24
 # The step `Roofline` prices once at build to refuse numbers whose step times overflow: this many decodes at this
 # context each, plus a prefill chunk of this many tokens at this context (far beyond any real step).
 PROBE_COUNT = 1 << 30
+# vLLM's names: `--quantization fp8` (weights and activations of the linear layers in FP8, the LM head kept in
+# 16 bits) and `--kv-cache-dtype` (auto: the model's dtype; fp8 variants: one byte per element).
+QUANTIZATIONS = ("fp8",)
+KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2")
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,25 +86,42 @@ class OpCost:
 
 
 def allreduce_time(size_bytes: float, num_gpus: int, link_bandwidth: float,
-                   protocols: tuple[tuple[float, float], ...]) -> float:
-    """Ring all-reduce: each GPU sends and receives 2 (n-1)/n of the message over its per-direction bandwidth."""
+                   protocols: tuple[tuple[float, float], ...],
+                   custom: tuple[float, float, int] | None = None) -> float:
+    """Ring all-reduce: each GPU sends and receives 2 (n-1)/n of the message over its per-direction bandwidth.
+    `custom` (latency, efficiency, largest message): an engine's own kernel, taken where faster and allowed."""
     if num_gpus <= 1:
         return 0.0
     wire = 2.0 * (num_gpus - 1) / num_gpus * size_bytes / link_bandwidth
-    return min(lat + wire / eff for lat, eff in protocols)
+    t = min(lat + wire / eff for lat, eff in protocols)
+    if custom is not None and size_bytes <= custom[2]:
+        c = custom[0] + wire / custom[1]
+        if c < t:
+            t = c
+    return t
 
 
 class Roofline:
     """Step cost of `model` on `tp` GPUs of type `gpu` (one vLLM replica, tensor parallel inside one node)."""
 
     __slots__ = ("name", "model", "gpu", "tp", "params", "kv_bytes_per_token", "_c", "_m", "_kl", "_L", "_gemms",
-                 "_moe", "_attn_flops", "_attn_bytes_kv", "_attn_bytes_q", "_elem_bytes", "_elem_kernels",
+                 "_moe", "_cq", "_dw", "quantization", "kv_cache_dtype", "_attn_flops", "_attn_bytes_kv",
+                 "_attn_bytes_q", "_elem_bytes", "_elem_kernels",
                  "_lm", "_sampler_bytes", "_ar_bytes", "_ar_count", "_ar_link", "_weights", "_act_bytes",
-                 "_by_tokens", "_by_sampled", "_decode")
+                 "_by_tokens", "_by_sampled", "_decode", "engine", "_car", "_kernels_layer", "_kernels_step", "_host")
 
     def __init__(self, model: str | ModelSpec = "llama-3-8b", gpu: str | GpuSpec = "h100-80gb", tp: int = 1,
-                 params: CostParams | None = None) -> None:
+                 params: CostParams | None = None, engine: EngineProfile | None = None,
+                 quantization: str | None = None, kv_cache_dtype: str = "auto") -> None:
         m, g = load_model(model), load_gpu(gpu)
+        if quantization is not None and quantization not in QUANTIZATIONS:
+            raise ConfigError(f"--quantization {quantization}: expected one of {', '.join(QUANTIZATIONS)} (or none)")
+        if quantization == "fp8" and g.fp8_flops is None:
+            raise ConfigError(f"--quantization fp8: {g.name} has no FP8 tensor cores (no dense_fp8_tflops in its "
+                              "GPU file); expected a GPU with FP8, e.g. h100-80gb")
+        if kv_cache_dtype not in KV_CACHE_DTYPES:
+            raise ConfigError(f"--kv-cache-dtype {kv_cache_dtype}: expected one of {', '.join(KV_CACHE_DTYPES)}")
+        self.quantization, self.kv_cache_dtype = quantization, kv_cache_dtype
         if not is_int(tp) or tp < 1:
             raise ConfigError(f"tp: expected a positive integer, got {show(tp)}")
         if m.num_attention_heads % tp:
@@ -111,7 +135,15 @@ class Roofline:
         self._by_tokens: dict[int, float] = {}
         self._by_sampled: dict[int, float] = {}
         self._decode: dict[int, tuple] = {}  # decode_stretch's constants per batch size
-        p = self.params = params or CostParams.defaults(g)
+        p = params or CostParams.defaults(g)
+        if engine is not None:  # the engine's host model takes the place of the flat per-step overhead
+            p = replace(p, step_overhead=0.0)
+        self.params, self.engine = p, engine
+        self._car = engine.custom_all_reduce_for(tp) if engine is not None else None
+        # The engine's host model as the hot path uses it: (per-step s, per-sequence s, eager launch s, overlap).
+        self._host = None if engine is None else (engine.fixed_host(tp), engine.seq_host,
+                                                  engine.launch if engine.enforce_eager else 0.0,
+                                                  engine.async_scheduling)
         d, h, hd, L = m.dtype_bytes, m.hidden_size, m.head_dim, m.num_hidden_layers
         heads = m.num_attention_heads // tp
         kv_heads = max(1, m.num_key_value_heads // tp)  # vLLM replicates KV heads when tp > num_key_value_heads
@@ -120,6 +152,11 @@ class Roofline:
         gate_up = inter * (2 if m.gated_mlp else 1)
         # Seconds per FLOP and per byte, efficiencies folded in.
         self._c = 1.0 / (g.peak_flops * p.compute_efficiency)
+        # The linear layers' seconds per FLOP and weight bytes: FP8 at the GPU's dense FP8 peak when quantized.
+        fp8 = quantization == "fp8"
+        self._cq = 1.0 / (g.fp8_flops * p.compute_efficiency) if fp8 else self._c
+        self._dw = 1 if fp8 else d
+        dkv = 1 if kv_cache_dtype.startswith("fp8") else d
         self._m = 1.0 / (g.memory_bandwidth * p.memory_efficiency)
         self._kl, self._L = p.kernel_latency, L
         # (name, k, n): a [tokens x k] @ [k x n] GEMM per layer, per GPU.
@@ -134,9 +171,9 @@ class Roofline:
         # Attention per layer: 4 FLOPs per (query, key) pair per head dim (QK^T and PV); bytes per KV position
         # (K and V of the GPU's KV heads, read) and per new token (Q read, O written, its K and V written).
         self._attn_flops = 4.0 * heads * hd
-        self._attn_bytes_kv = 2 * kv_heads * hd * d
+        self._attn_bytes_kv = 2 * kv_heads * hd * dkv
         self._attn_bytes_q = (2 * heads + 2 * kv_heads) * hd * d
-        self.kv_bytes_per_token = L * 2 * kv_heads * hd * d
+        self.kv_bytes_per_token = L * 2 * kv_heads * hd * dkv
         # Norms (read x and residual, write both), rotary (q, k in and out), activation (in 2I/I, out I);
         # plus the embedding lookup and the final norm once per step.
         per_token = 8 * h + 2 * (heads + kv_heads) * hd + gate_up + inter
@@ -148,10 +185,16 @@ class Roofline:
         # vocab-parallel embedding: 2 per layer + 1 per step.
         self._ar_bytes, self._ar_count = h * d, (2 * L + 1) if tp > 1 else 0
         self._ar_link = g.interconnect_bandwidth / 2  # datasheets state both directions together
+        # Kernels launched per layer (GEMMs, experts, elementwise, all-reduces; attention counted per step) and
+        # per step (embedding, final norm, the embedding's all-reduce): what eager mode issues from the host.
+        self._kernels_layer = (len(self._gemms) + (len(mlp) if self._moe else 0) + ELEMENTWISE_KERNELS_PER_LAYER
+                               + (2 if tp > 1 else 0))
+        self._kernels_step = 2 + (1 if tp > 1 else 0)
         experts = m.num_local_experts or 1
-        self._weights = d * (L * (h * (heads + 2 * kv_heads) * hd + heads * hd * h + experts * (h * gate_up + inter * h)
-                                  + (h * m.num_local_experts if m.num_local_experts else 0))
-                             + vocab * h * (1 if m.tie_word_embeddings else 2))
+        self._weights = (self._dw * L * (h * (heads + 2 * kv_heads) * hd + heads * hd * h
+                                         + experts * (h * gate_up + inter * h)
+                                         + (h * m.num_local_experts if m.num_local_experts else 0))
+                         + d * vocab * h * (1 if m.tie_word_embeddings else 2))
         topk = m.num_experts_per_tok or 1
         self._act_bytes = d * (2 * h + topk * (gate_up + inter))  # live activations per token at the MLP
         self._check_finite()
@@ -175,11 +218,15 @@ class Roofline:
 
     # -- per-operator pieces (shared by step_time and breakdown) -------------------------------------------------
 
-    def _gemm(self, tokens: int, k: int, n: int, weight_copies: float = 1.0) -> tuple[float, float]:
-        """(compute seconds, memory seconds) of one GEMM: weights read once, activations in and out."""
+    def _gemm(self, tokens: int, k: int, n: int, weight_copies: float = 1.0,
+              quantized: bool = True) -> tuple[float, float]:
+        """(compute seconds, memory seconds) of one GEMM: weights read once, activations in and out (16-bit; an
+        FP8 GEMM's activation quantization is fused into the kernel before it). `quantized=False`: the LM head,
+        which vLLM's fp8 quantization leaves in 16 bits."""
         padded = -(-tokens // GEMM_TILE_TOKENS) * GEMM_TILE_TOKENS
         d = self.model.dtype_bytes
-        return 2.0 * padded * k * n * self._c, d * (weight_copies * k * n + tokens * (k + n)) * self._m
+        c, dw = (self._cq, self._dw) if quantized else (self._c, d)
+        return 2.0 * padded * k * n * c, (dw * weight_copies * k * n + d * tokens * (k + n)) * self._m
 
     def _experts_touched(self, tokens: int) -> float:
         """Expected distinct experts with uniform routing: E (1 - (1 - k/E)^tokens)."""
@@ -192,9 +239,11 @@ class Roofline:
         """Seconds for one step of this shape; equals the sum of `breakdown(shape)`."""
         return self.step_time_with_decodes(0, 0, shape)
 
-    def step_time_with_decodes(self, num_decodes: int, decode_context_sum: int, shape: StepShape) -> float:
+    def step_time_with_decodes(self, num_decodes: int, decode_context_sum: int, shape: StepShape,
+                               device_only: bool = False) -> float:
         """A step of `num_decodes` one-token decodes whose contexts sum to `decode_context_sum`, plus `shape`:
-        decode attention depends on the contexts only through their sum (the engine's decode cohort)."""
+        decode attention depends on the contexts only through their sum (the engine's decode cohort). With an
+        engine profile, the step's wall time (`EngineProfile.wall`, inlined); `device_only`: the GPU's part."""
         pq = pkv = ppairs = 0
         dq = num_decodes
         dkv = dpairs = decode_context_sum + num_decodes  # a decode reads c + 1 positions: q*c + q(q+1)/2 pairs
@@ -208,8 +257,9 @@ class Roofline:
                 pkv += c + q
                 ppairs += q * c + q * (q + 1) // 2
         tokens = pq + dq
+        hm = self._host
         if tokens == 0:
-            return self.params.step_overhead
+            return self.params.step_overhead if hm is None or device_only else hm[0]
         c, mem, kl = self._c, self._m, self._kl
         attn = 0.0
         if pq:
@@ -218,7 +268,37 @@ class Roofline:
         if dq:
             fc, fm = self._attn_flops * dpairs * c, (self._attn_bytes_kv * dkv + self._attn_bytes_q * dq) * mem
             attn += (fc if fc > fm else fm) + kl
-        return self._fixed(tokens, num_decodes + shape.num_sampled) + self._L * attn
+        sampled = num_decodes + shape.num_sampled
+        device = self._fixed(tokens, sampled) + self._L * attn
+        if hm is None or device_only:
+            return device
+        fixed, per_seq, launch, overlap = hm
+        host = fixed + per_seq * (num_decodes + len(shape.num_new_tokens))
+        if launch:
+            issue = launch * self.num_kernels((pq > 0) + (dq > 0), sampled > 0)
+            if issue > device:
+                device = issue
+        if overlap:
+            return host if host > device else device
+        return host + device
+
+    def num_kernels(self, attention_kernels: int, sampled: bool) -> int:
+        """Kernels one forward pass launches: per layer its GEMMs, elementwise kernels, all-reduces and one
+        attention kernel per kind present (prefill, decode); per step the rest, and the LM head and sampler when
+        a request samples. Llama-2-7B, one decode: 32 x (4 + 4 + 1) + 2 + 2 = 292."""
+        return self._L * (self._kernels_layer + attention_kernels) + self._kernels_step + (2 if sampled else 0)
+
+    def split(self, shape: StepShape) -> tuple[float, float, float]:
+        """(device seconds, host seconds, eager issue seconds) of a step: what `step_time` combines. Without an
+        engine profile the host part is the flat step overhead, inside the device time."""
+        device = self.step_time_with_decodes(0, 0, shape, device_only=True)
+        e = self.engine
+        if e is None:
+            return device, 0.0, 0.0
+        kinds = len(set(shape.is_decode))  # 0 for an empty step: no forward pass, nothing launched
+        issue = 0.0 if not kinds else e.launch * self.num_kernels(kinds, shape.num_sampled > 0) if e.enforce_eager \
+            else 0.0
+        return device, e.host_time(len(shape.num_new_tokens), self.tp), issue
 
     def _fixed(self, tokens: int, sampled: int) -> float:
         """Everything but attention: GEMMs, elementwise work, all-reduces and the step overhead depend on the token
@@ -236,13 +316,13 @@ class Roofline:
             t = self._L * layer + self._elem_bytes * tokens * self._m + self._elem_kernels * kl
             if self._ar_count:
                 t += self._ar_count * allreduce_time(self._ar_bytes * tokens, self.tp, self._ar_link,
-                                                     self.params.allreduce)
+                                                     self.params.allreduce, self._car)
             t = self._by_tokens[tokens] = t + self.params.step_overhead
         if not sampled:
             return t
         lm = self._by_sampled.get(sampled)
         if lm is None:
-            fc, fm = self._gemm(sampled, *self._lm)
+            fc, fm = self._gemm(sampled, *self._lm, quantized=False)
             lm = (fc if fc > fm else fm) + self._kl + self._sampler_bytes * sampled * self._m + self._kl
             self._by_sampled[sampled] = lm
         return t + lm
@@ -256,16 +336,31 @@ class Roofline:
             consts = self._decode[n] = (self._fixed(n, n), self._L, self._kl, self._attn_flops, self._c,
                                         self._attn_bytes_kv, self._m, self._attn_bytes_q * n)
         fixed, L, kl, af, c, bkv, mem, q = consts
+        e = self.engine
         if k >= NUMPY_STRETCH:  # the same operations, in the same order, on arrays (IEEE: the same floats)
             kv = np.arange(context_sum + n, context_sum + n + n * k, n, dtype=np.float64)[:k]
-            return (fixed + L * (np.maximum(af * kv * c, (bkv * kv + q) * mem) + kl)).tolist()
+            device = fixed + L * (np.maximum(af * kv * c, (bkv * kv + q) * mem) + kl)
+            if e is None:
+                return device.tolist()
+            host, issue = self._decode_host(n)
+            if e.enforce_eager:
+                device = np.maximum(device, issue)
+            return (np.maximum(device, host) if e.async_scheduling else host + device).tolist()
         out = []
         kv = context_sum + n  # positions read (= query-key pairs) in the first step
         for _ in range(k):
             fc, fm = af * kv * c, (bkv * kv + q) * mem
             out.append(fixed + L * ((fc if fc > fm else fm) + kl))
             kv += n
+        if e is not None:
+            host, issue = self._decode_host(n)
+            out = [e.wall(d, host, issue) for d in out]
         return out
+
+    def _decode_host(self, n: int) -> tuple[float, float]:
+        """(host seconds, eager issue seconds) of a step of n decodes alone."""
+        e = self.engine
+        return e.host_time(n, self.tp), (e.launch * self.num_kernels(1, True) if e.enforce_eager else 0.0)
 
     def _moe_time(self, tokens: int) -> float:
         _, topk, mlp = self._moe
@@ -277,7 +372,8 @@ class Roofline:
         return t
 
     def breakdown(self, shape: StepShape) -> list[OpCost]:
-        """Per-operator times over all layers, each marked compute- or memory-bound; sums to `step_time`."""
+        """Per-operator times over all layers, each marked compute- or memory-bound; sums to `step_time` without an
+        engine profile, to the device time of `split` with one."""
         tokens, L, kl = shape.num_tokens, self._L, self._kl
         out: list[OpCost] = []
 
@@ -288,13 +384,13 @@ class Roofline:
         if tokens:
             for name, k, n in self._gemms:
                 fc, fm = self._gemm(tokens, k, n)
-                add(name, fc, fm, L, fc / self._c, fm / self._m)
+                add(name, fc, fm, L, fc / self._cq, fm / self._m)
             if self._moe is not None:
                 _, topk, mlp = self._moe
                 touched = self._experts_touched(tokens)
                 for name, k, n in mlp:
                     fc, fm = self._gemm(tokens * topk, k, n, weight_copies=touched)
-                    add(f"experts.{name}", fc, fm, L, fc / self._c, fm / self._m)
+                    add(f"experts.{name}", fc, fm, L, fc / self._cq, fm / self._m)
             for label, want in (("attention (prefill)", False), ("attention (decode)", True)):
                 rows = [(q, cx) for q, cx, dec in zip(shape.num_new_tokens, shape.num_context_tokens,
                                                       shape.is_decode) if dec == want]
@@ -306,16 +402,17 @@ class Roofline:
             out.append(OpCost("norms, rotary, activation", nbytes * self._m + self._elem_kernels * kl, "memory",
                               0.0, nbytes))
         if tokens and shape.num_sampled:
-            fc, fm = self._gemm(shape.num_sampled, *self._lm)
+            fc, fm = self._gemm(shape.num_sampled, *self._lm, quantized=False)
             sampler = self._sampler_bytes * shape.num_sampled
             out.append(OpCost("lm_head + sampler", max(fc, fm) + kl + sampler * self._m + kl,
                               "compute" if fc > fm else "memory", fc / self._c, fm / self._m + sampler))
         if self._ar_count and tokens:
             size = self._ar_bytes * tokens
-            t = allreduce_time(size, self.tp, self._ar_link, self.params.allreduce)
+            t = allreduce_time(size, self.tp, self._ar_link, self.params.allreduce, self._car)
             out.append(OpCost(f"all_reduce x{self._ar_count} ({size / 2**20:.2f} MiB each)", self._ar_count * t,
                               "communication", 0.0, self._ar_count * size))
-        out.append(OpCost("step overhead", self.params.step_overhead, "overhead"))
+        if self.engine is None:
+            out.append(OpCost("step overhead", self.params.step_overhead, "overhead"))
         return out
 
     # -- KV capacity ------------------------------------------------------------------------------------------

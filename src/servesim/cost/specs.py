@@ -31,8 +31,8 @@ NON_GATED_MODEL_TYPES = frozenset({"bloom", "gpt2", "gpt_neox", "gptj", "opt", "
 # class passes False (transformers' LlamaConfig, MistralConfig, MixtralConfig, Qwen2Config, Qwen2MoeConfig).
 UNTIED_MODEL_TYPES = frozenset({"llama", "mistral", "mixtral", "qwen2", "qwen2_moe"})
 # A GPU TOML's keys (datasheet units) and its [efficiency] table's; anything else is refused as a likely typo.
-GPU_KEYS = ("name", "description", "aliases", "dense_bf16_tflops", "memory_bandwidth_gb_s", "memory_gib",
-            "interconnect_gb_s", "pcie_gb_s", "efficiency")
+GPU_KEYS = ("name", "description", "aliases", "dense_bf16_tflops", "dense_fp8_tflops", "memory_bandwidth_gb_s",
+            "memory_gib", "interconnect_gb_s", "pcie_gb_s", "efficiency")
 GPU_EFFICIENCY_KEYS = ("compute", "memory", "interconnect", "allreduce_latency_us", "kernel_latency_us",
                        "step_overhead_ms")
 MAX_MEMORY_GIB = 2**30  # 1 EiB: keeps memory_bytes a float-convertible int
@@ -428,6 +428,7 @@ class GpuSpec:
     kernel_latency: float = 5e-6  # seconds
     step_overhead: float = 1e-3  # seconds
     aliases: tuple[str, ...] = ()
+    fp8_flops: float | None = None  # dense FP8 tensor-core FLOP/s; None: no FP8 tensor cores (A100)
 
     def __post_init__(self) -> None:
         """The rules `from_toml` applies with the file's line numbers, for a spec built in Python (NaN refused)."""
@@ -451,6 +452,8 @@ class GpuSpec:
                 bad(field, "a finite number of seconds >= 0")
         if not isinstance(self.aliases, tuple) or not all(isinstance(a, str) for a in self.aliases):
             bad("aliases", "a tuple of strings")
+        if self.fp8_flops is not None and not (is_finite(self.fp8_flops) and self.fp8_flops > 0):
+            bad("fp8_flops", "a finite number > 0 or None")
 
     @classmethod
     def from_toml(cls, data: dict, source: str, text: str | None = None) -> GpuSpec:
@@ -496,6 +499,7 @@ class GpuSpec:
             kernel_latency=number("efficiency", "kernel_latency_us", default=5.0, kind="time") * 1e-6,
             step_overhead=number("efficiency", "step_overhead_ms", default=1.0, kind="time") * 1e-3,
             aliases=tuple(aliases),
+            fp8_flops=number("dense_fp8_tflops") * 1e12 if "dense_fp8_tflops" in data else None,
         )
         try:  # a unit conversion can still under- or overflow (1e-320 TFLOP/s)
             return cls(**fields)
