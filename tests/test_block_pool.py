@@ -164,6 +164,11 @@ def test_simulate_with_hash_ids_reuses_the_prefix():
     assert tokens(r) == [[("A", 64)], [("A", 1)], [("B", 16)], [("B", 1)]]
     entry = r.steps[2].scheduled[0]
     assert (entry.num_cached_tokens, entry.num_computed_tokens_before, entry.num_blocks) == (48, 0, 4)
+    # cached free blocks: none while A holds its 4 (then 5); A's four hashed blocks go back to the free queue's tail
+    # (its unhashed fifth to the front); B takes 3 as hits and its fourth block from the front, so A's fourth
+    # stays cached and free through B's steps
+    assert [s.cached_free_blocks_after_schedule for s in r.steps] == [0, 0, 1, 1]
+    assert list(r.step_log.cached_free_blocks_after_schedule) == [0, 0, 1, 1]
     off = simulate(reqs, EngineConfig(max_num_batched_tokens=256, max_num_seqs=4, num_gpu_blocks=21,
                                       enable_prefix_caching=False), "vllm", "unit")
     assert tokens(off)[2] == [("B", 64)]
@@ -220,11 +225,11 @@ def test_smaller_trace_blocks_are_grouped():
     from servesim.engine.kv import split_hash_ids
 
     r = Request("m", 0.0, 40, 4, hash_ids=(1, 2, 3), hash_block_size=16)
-    assert split_hash_ids(r, 32) == ((1, 2), (3,))
+    assert tuple(split_hash_ids(r, 32)) == ((1, 2), (3,))
 
 
 @st.composite
-def prefix_workloads(draw):
+def prefix_workloads(draw, max_output=12):
     """Requests whose prompts share prefixes drawn from a few documents, on a small pool (block 4)."""
     n = draw(st.integers(1, 10))
     reqs = []
@@ -234,7 +239,7 @@ def prefix_workloads(draw):
         own = draw(st.integers(1, 4))
         ids = tuple([(doc, k) for k in range(shared)] + [(i, k) for k in range(own)])
         reqs.append(Request(f"r{i}", float(draw(st.integers(0, 6))), 4 * len(ids) - draw(st.integers(0, 3)),
-                            draw(st.integers(1, 12)), hash_ids=ids))
+                            draw(st.integers(1, max_output)), hash_ids=ids))
     return reqs, draw(st.sampled_from([10, 16, 24, 40])), draw(st.sampled_from([8, 16, 64]))
 
 

@@ -136,6 +136,7 @@ class ServerMetrics:
     recompute_tax: float
     kv_used_mean: float | None  # time-weighted over steps; None with unlimited KV
     kv_used_max: float | None
+    kv_cached_mean: float | None  # prefix caching: free blocks still holding cached KV, time-weighted; else None
     batch_size: Summary  # requests per step (unscaled)
     tokens_per_step: Summary  # (unscaled)
     slot_utilization: float
@@ -157,6 +158,10 @@ def server_metrics(result: SimResult, percentiles: Sequence[float] = DEFAULT_PER
         kv_mean = float(np.average(used, weights=log.duration))
         kv_max = float(used.max())
         del used
+    kv_cached = None
+    cached = getattr(log, "cached_free_blocks_after_schedule", None)
+    if cached is not None and usable and log.duration.sum() > 0:
+        kv_cached = float(np.average(cached / usable, weights=log.duration))
     counts: dict[Bound, int] = {}
     if reasons_recorded(result):
         for b in map(bound_by, result.steps):
@@ -168,6 +173,7 @@ def server_metrics(result: SimResult, percentiles: Sequence[float] = DEFAULT_PER
         preemptions=len(result.preemptions), preempted_requests=int(hit.sum()),
         max_preemptions=int(rb.num_preemptions.max(initial=0)), recomputed_tokens=result.recomputed_tokens,
         recompute_tax=result.recompute_tax, kv_used_mean=kv_mean, kv_used_max=kv_max,
+        kv_cached_mean=kv_cached,
         batch_size=_run_summary(log, "num_scheduled", percentiles),
         tokens_per_step=_run_summary(log, "num_tokens", percentiles),
         slot_utilization=slot_utilization(result), steps=len(log),
@@ -202,6 +208,8 @@ def format_server(m: ServerMetrics) -> str:
     if m.kv_used_mean is not None:
         lines += [_line("Mean KV blocks used (%):", m.kv_used_mean * 100, ".2f"),
                   _line("Max KV blocks used (%):", m.kv_used_max * 100, ".2f")]
+    if m.kv_cached_mean is not None:
+        lines.append(_line("Mean KV blocks cached, free (%):", m.kv_cached_mean * 100, ".2f"))
     if m.bound is None:
         lines.append(_line("Steps bound by:", "not recorded (needs --record full)"))
     else:

@@ -30,20 +30,27 @@ def block_hashes(hash_ids: Sequence[object], prompt_len: int, num_tokens: int, b
                  known: list[BlockHash] | None = None) -> list[BlockHash]:
     """The chained identities of a request's full blocks, over its first `num_tokens` tokens (prompt, then
     generated tokens). `hash_ids`: one id per `block_size` prompt tokens, the last block possibly partial.
-    `known`: the chain so far, extended in place (a decode adds one block every `block_size` steps).
+    `known`: the chain so far, extended in place (a decode adds one block every `block_size` steps); once it
+    covers the prompt, `hash_ids` is not read (and may be empty).
 
     Each node is a 64-bit hash of (parent, the content's text): O(1) to look up and to keep, where a nested tuple
     would be as long as the chain. Like vLLM's hashes it could collide, with a chance of about n^2 / 2^64 for n
     blocks; the content is hashed as text because ints' own hashes collide (`hash(-1) == hash(-2)`)."""
-    if len(hash_ids) != -(-prompt_len // block_size):
+    out: list[BlockHash] = [] if known is None else known
+    if len(out) * block_size < prompt_len and len(hash_ids) != -(-prompt_len // block_size):  # (past the prompt,
         raise ValueError(f"{len(hash_ids)} hash_ids for a {prompt_len}-token prompt in blocks of {block_size}; "
                          f"expected {-(-prompt_len // block_size)}")
-    out: list[BlockHash] = [] if known is None else known
     parent = out[-1] if out else 0
-    for i in range(len(out), num_tokens // block_size):
-        prompt_here = max(0, min(block_size, prompt_len - i * block_size))
-        # the prompt id with the generated tokens after it in this block, or generated tokens only
-        content = f"{hash_ids[i]!r}/{block_size - prompt_here}" if prompt_here else f"/{block_size}"
+    end = num_tokens // block_size
+    whole = min(end, prompt_len // block_size)  # blocks of prompt tokens only
+    for i in range(len(out), whole):
+        parent = hash((parent, f"{hash_ids[i]!r}/0"))
+        out.append(parent)
+    generated = f"/{block_size}"
+    for i in range(len(out), end):
+        prompt_here = prompt_len - i * block_size
+        # the prompt's last ids with generated tokens after them in this block, or generated tokens only
+        content = f"{hash_ids[i]!r}/{block_size - prompt_here}" if prompt_here > 0 else generated
         parent = hash((parent, content))
         out.append(parent)
     return out
@@ -92,18 +99,20 @@ class BlockPool:
         """`n` new blocks from the front of the free queue; a hashed one is evicted from the cache (P7)."""
         if n > len(self.free_queue):
             raise ValueError(f"{n} blocks asked, {len(self.free_queue)} free")
+        pop, block_hash, cached, ref_cnt = self.free_queue.popitem, self.block_hash, self.cached, self.ref_cnt
         out = []
         for _ in range(n):
-            b, _ = self.free_queue.popitem(last=False)
-            h = self.block_hash.pop(b, None)
-            if h is not None:
-                copies = self.cached[h]
-                copies.remove(b)
-                if not copies:
-                    del self.cached[h]
+            b = pop(last=False)[0]
+            if b in block_hash:
+                h = block_hash.pop(b)
+                copies = cached[h]
+                if len(copies) == 1:
+                    del cached[h]
+                else:
+                    copies.remove(b)
                 self.num_cached_free -= 1
                 self.num_evicted += 1
-            self.ref_cnt[b] = 1
+            ref_cnt[b] = 1
             out.append(b)
         return out
 

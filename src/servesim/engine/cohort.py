@@ -5,6 +5,11 @@ only when it leaves the cohort (it finishes, or a step needs `schedule()` to see
 from the cohort comes from a few aggregates: its size, the sum of its contexts (all the cost models' decode terms
 need), the KV blocks it allocates in a step (members counted by where they stand in their last block), and the
 step that samples the next member's last token (a heap).
+
+Under prefix caching the pool's block identities matter, not only its count: a member's new block is a particular
+block off the free queue (evicting what it cached) and a block it fills becomes hittable. The cohort then also
+keeps its members by phase (`by_phase`), in running order, so that the fast path can make each step's
+allocations and registrations in the order a step-by-step run makes them.
 """
 
 from __future__ import annotations
@@ -19,9 +24,9 @@ from servesim.engine.request import RequestState
 class DecodeCohort:
     """The first `n` requests of the running list, each decoding one token per step since `decoding_since`."""
 
-    __slots__ = ("block_size", "grows", "n", "base", "phase", "heap", "step_seconds")
+    __slots__ = ("block_size", "grows", "n", "base", "phase", "heap", "step_seconds", "by_phase")
 
-    def __init__(self, block_size: int, grows: bool = True) -> None:
+    def __init__(self, block_size: int, grows: bool = True, track: bool = False) -> None:
         self.block_size = block_size
         self.grows = grows  # members allocate KV as they grow (False: the policy reserved each one's lifetime)
         self.n = 0
@@ -31,6 +36,9 @@ class DecodeCohort:
         self.heap: list[tuple[int, int, int, RequestState]] = []  # (step of the last token, index, since, state)
         self.step_seconds = 0.0  # the last stretch's last step duration: a guess at how many steps fit before
         #                          the next arrival
+        # prefix caching: the members of each phase, in running order (members join in running order and the
+        # cohort is the running list's prefix, so insertion order is running order)
+        self.by_phase: list[dict[int, RequestState]] | None = [{} for _ in range(block_size)] if track else None
 
     def can_join(self, s: RequestState) -> bool:
         """A running request whose next step is a one-token decode, holding exactly the blocks of its tokens."""
@@ -43,6 +51,8 @@ class DecodeCohort:
         c = s.num_computed_tokens - step
         self.base += c
         self.phase[c % self.block_size] += 1
+        if self.by_phase is not None:
+            self.by_phase[c % self.block_size][s.index] = s
         self.n += 1
         heappush(self.heap, (step + s.request.output_len - s.num_output_tokens - 1, s.index, step, s))
 
@@ -52,6 +62,8 @@ class DecodeCohort:
         c = s.num_computed_tokens - since
         self.base -= c
         self.phase[c % self.block_size] -= 1
+        if self.by_phase is not None:
+            del self.by_phase[c % self.block_size][s.index]
         self.n -= 1
         d = step - since
         if d:
@@ -78,6 +90,14 @@ class DecodeCohort:
 
     def context_sum(self, step: int) -> int:
         return self.base + self.n * step
+
+    def allocating(self, step: int) -> list[RequestState]:
+        """The members that take a new block in `step`, in running order (prefix caching only)."""
+        return list(self.by_phase[-step % self.block_size].values())
+
+    def filling(self, step: int) -> list[RequestState]:
+        """The members whose last block becomes full in `step`, in running order (prefix caching only)."""
+        return list(self.by_phase[(-step - 1) % self.block_size].values())
 
     def growth(self, step: int) -> int:
         """New blocks the members allocate in `step`: those whose context fills its last block exactly."""

@@ -12,19 +12,24 @@ list made of such decoders as a cohort (`servesim.engine.cohort`) and does not t
   (`servesim.engine.stretch`) and applied with the records a step-by-step run would have written.
 
 `StepByStep` has the same interface and does nothing: the loop then runs every step through `schedule()`.
+Under prefix caching (`pool` given) the cohort's decodes also take their new blocks off the free queue and
+register the blocks they fill, step by step in running order (`_pool_steps`): evictions and hits then come out as
+a step-by-step run has them, while everything else stays aggregate.
+
 Exactness is tested against it (tests/test_fastpath.py, Hypothesis over every policy and both preemption modes):
 the same token times (to float tolerance) and, with records kept in full, the same records.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from servesim.cost import CostModel, StepShape
 from servesim.engine.cohort import DecodeCohort
 from servesim.engine.config import EngineConfig
-from servesim.engine.kv import KVCache
+from servesim.engine.kv import KVCache, PrefixCachingKV
 from servesim.engine.records import Scheduled, ScheduledEntry, StepRecord
 from servesim.engine.request import RequestState
 from servesim.engine.steplog import StepLog
@@ -88,11 +93,12 @@ class StepByStep:
 class FastPath:
     """The decode cohort and the stretches it runs alone (see the module's docstring)."""
 
-    __slots__ = ("cohort", "aggregate", "priority", "decodes_first", "n", "growth", "contexts")
+    __slots__ = ("cohort", "aggregate", "priority", "decodes_first", "n", "growth", "contexts", "prefix_kv")
 
     def __init__(self, cost: CostModel, block_size: int, grows: bool, priority: bool,
-                 decodes_first: bool = True) -> None:
-        self.cohort = DecodeCohort(block_size, grows=grows)
+                 decodes_first: bool = True, prefix_kv: PrefixCachingKV | None = None) -> None:
+        self.prefix_kv = prefix_kv  # prefix caching: the cohort's blocks are particular blocks of its pool
+        self.cohort = DecodeCohort(block_size, grows=grows, track=prefix_kv is not None)
         # the cost model prices n decodes from their context sum (else each step gets the members' contexts)
         self.aggregate = hasattr(cost, "step_time_with_decodes") and hasattr(cost, "decode_stretch")
         self.priority = priority  # a priority victim could be a member: schedule() must then see everyone
@@ -128,7 +134,9 @@ class FastPath:
 
     def decodes_ahead(self, engine: Engine) -> int:
         """The cohort's decodes are this step's first n, their blocks taken from the pool before schedule()."""
-        if engine.kv.free_blocks is not None:
+        if self.prefix_kv is not None and self.n:
+            self._pool_steps(engine.step, 1)
+        elif engine.kv.free_blocks is not None:
             engine.kv.free_blocks -= self.growth
         return self.n
 
@@ -142,7 +150,7 @@ class FastPath:
                 or engine.reasons):
             return False
         if kv.free_blocks is not None:
-            kv.free_blocks += self.growth
+            kv.free_blocks += self.growth  # (under prefix caching the step's blocks stay taken: planned from here)
         plan = self._plan(engine)
         if plan is None or plan.k == 1:
             if kv.free_blocks is not None:
@@ -177,9 +185,10 @@ class FastPath:
             return []
         done = cohort.finishing(step)
         ids = []
+        if len(done) > 1 and (engine.keep_records or self.prefix_kv is not None):
+            done = _running_order(done, engine.running, self.n)
         if done and engine.keep_records:  # in running order, as a step-by-step run lists them
-            leaving = {s.request_id for s in done}
-            ids = [s.request_id for s in engine.running[:self.n] if s.request_id in leaving]
+            ids = [s.request_id for s in done]
         for s in done:
             s.finish_time = end
             engine.sched.finish(s)
@@ -203,7 +212,7 @@ class FastPath:
         next step's blocks fit (only one after a schedule(): the queue may move once a member finishes)."""
         cohort, running, kv = self.cohort, engine.running, engine.kv
         while plan is not None:
-            engine.n_done += self._advance(engine, plan)
+            engine.n_done += self._advance(engine, plan, after_schedule)
             engine.step += plan.k
             engine.now = plan.end
             engine.arrivals = []
@@ -214,31 +223,60 @@ class FastPath:
             self.contexts = None if self.aggregate else cohort.contexts(running, engine.step)
             plan = self._plan(engine)
 
-    def _advance(self, engine: Engine, plan: Stretch) -> int:
-        """The cohort alone decodes for the stretch's k steps; returns how many finished in its last step."""
+    def _advance(self, engine: Engine, plan: Stretch, after_schedule: bool = False) -> int:
+        """The cohort alone decodes for the stretch's k steps; returns how many finished in its last step.
+        `after_schedule`: the first step's decodes_ahead() has taken its blocks already."""
         cohort, sched, kv = self.cohort, engine.sched, engine.kv
         k, n, first = plan.k, cohort.n, engine.step
         num_waiting = engine.num_waiting()
         free_after = plan.free_after
+        cached = None  # prefix caching: cached free blocks after each step's schedule
         if free_after is None:
             free_after = [-1] * k
+        elif self.prefix_kv is not None:
+            cached = [self.prefix_kv.cached_free_blocks] if after_schedule else []
+            cached += self._pool_steps(first + after_schedule, k - after_schedule)
         else:
             kv.free_blocks = free_after[-1]  # nobody frees blocks before the last step's finishes
         last = first + k - 1
         if engine.keep_records:
             members = sched.running[:n]
             contexts = self.contexts or cohort.contexts(sched.running, first)
-            _stretch_records(engine, plan, members, contexts, self, free_after, num_waiting)
+            _stretch_records(engine, plan, members, contexts, self, free_after, num_waiting, cached)
         done = cohort.finishing(last) if cohort.heap[0][0] <= last else ()
+        if len(done) > 1 and self.prefix_kv is not None:  # freed in running order: the free queue's order
+            done = _running_order(done, sched.running, n)
         for s in done:
             s.finish_time = plan.end
             sched.finish(s)
-        engine.log.extend(plan.times, plan.durations, n, free_after, n - len(done), num_waiting)
+        engine.log.extend(plan.times, plan.durations, n, free_after, n - len(done), num_waiting, cached)
         return len(done)
+
+    def _pool_steps(self, first: int, k: int) -> list[int]:
+        """Prefix caching: steps first .. first+k-1 of the cohort's decodes on the pool, in a step-by-step run's
+        order: each step, in running order, members starting a block take one off the free queue (evicting
+        what it cached), then members filling their last block register it (P5). Returns the cached free
+        blocks after each step."""
+        kv, cohort = self.prefix_kv, self.cohort
+        pool, bs = kv.pool, cohort.block_size
+        cached = []
+        for step in range(first, first + k):
+            for s in cohort.allocating(step):
+                s.block_ids += pool.allocate(1)
+            for s in cohort.filling(step):
+                if s.request.hash_ids is None:
+                    continue
+                full = (s.num_computed_tokens + step - s.decoding_since + 1) // bs
+                hashes = kv.hashes(s, full * bs)
+                pool.register(s.block_ids[full - 1], hashes[full - 1])
+                s.num_hashed_blocks = full
+            cached.append(pool.num_cached_free)
+        kv.free_blocks = pool.num_free
+        return cached
 
 
 def _stretch_records(engine: Engine, plan: Stretch, members: list[RequestState], contexts: list[int],
-                     fast: FastPath, free_after: list[int], num_waiting: int) -> None:
+                     fast: FastPath, free_after: list[int], num_waiting: int, cached: list[int] | None) -> None:
     """The step records a step-by-step run would have written for the stretch (the members' ids and contexts
     shared by all of them)."""
     k, n, bs, first = plan.k, len(members), fast.cohort.block_size, engine.step
@@ -252,12 +290,30 @@ def _stretch_records(engine: Engine, plan: Stretch, members: list[RequestState],
             break
         scheduled = Scheduled((), shared.ids, shared.contexts, j, shared.blocks, bs)
         fin = tuple(ids[i] for i in range(n) if last[i]) if j == k - 1 else ()
-        freed = sum(scheduled.decode(i).num_blocks for i in range(n) if last[i]) if fin else 0
+        freed = _freed(fast.prefix_kv, members, last, scheduled) if fin else 0
         free = None if unlimited else free_after[j]
         emit(StepRecord(
             step=first + j, start_time=plan.times[j], duration=plan.durations[j],
             arrivals=arrivals if j == 0 else (), scheduled=scheduled, preempted=(), finished=fin, waiting=(),
             num_running_after=n - len(fin), num_waiting_after=num_waiting,
             free_blocks_after_schedule=free, free_blocks_after_step=None if free is None else free + freed,
-            token_budget=budget,
+            token_budget=budget, cached_free_blocks_after_schedule=None if cached is None else cached[j],
         ))
+
+
+def _running_order(done: list[RequestState], running: list[RequestState], n: int) -> list[RequestState]:
+    """Finishing cohort members (off the heap in index order) in running order, as a step-by-step run frees
+    them: under prefix caching the order their blocks go back is the free queue's."""
+    leaving = {id(s) for s in done}
+    return [s for s in running[:n] if id(s) in leaving]
+
+
+def _freed(prefix_kv: PrefixCachingKV | None, members: list[RequestState], last: list[bool],
+           scheduled: Scheduled) -> int:
+    """Blocks the stretch's last step gives back: its finishers' blocks, less (under prefix caching) the blocks
+    someone else still holds."""
+    if prefix_kv is None:
+        return sum(scheduled.decode(i).num_blocks for i, done in enumerate(last) if done)
+    held = Counter(b for s, done in zip(members, last) if done for b in s.block_ids)
+    ref_cnt = prefix_kv.pool.ref_cnt
+    return sum(ref_cnt[b] == c for b, c in held.items())

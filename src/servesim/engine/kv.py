@@ -6,6 +6,8 @@ block, so the usable pool is `num_gpu_blocks - 1`. `num_gpu_blocks=None` means a
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from servesim.engine.request import RequestState
 
 
@@ -75,21 +77,42 @@ class KVCache:
         return n
 
 
-def split_hash_ids(r, block_size: int) -> tuple:
+def split_hash_ids(r, block_size: int) -> Sequence:
     """A request's hash ids at `block_size` granularity: a trace's larger blocks (Mooncake: 512 tokens) become
     (id, k) for their k-th sub-block; equal ids at the same place mean equal tokens, so equal sub-blocks too.
-    Smaller ones (16-token ids in 32-token blocks) are grouped: a block is the tuple of its ids."""
+    Smaller ones (16-token ids in 32-token blocks) are grouped: a block is the tuple of its ids. (One size divides
+    the other: `servesim.engine.resolve` checks it.) A view, O(1) to make: a chunked prefill asks for it once per
+    chunk."""
     hbs = r.hash_block_size
     if not hbs or hbs == block_size:
         return r.hash_ids
-    if hbs < block_size:
-        per = block_size // hbs
-        return tuple(tuple(r.hash_ids[i:i + per]) for i in range(0, len(r.hash_ids), per))
-    out = []
-    for i, h in enumerate(r.hash_ids):
-        tokens = min(hbs, r.prompt_len - i * hbs)
-        out += [(h, k) for k in range(-(-tokens // block_size))]
-    return tuple(out)
+    return _BlockIds(r.hash_ids, hbs, block_size, r.prompt_len)
+
+
+class _BlockIds(Sequence):
+    """`split_hash_ids`' view: block j of `block_size` tokens, from ids of `hash_block_size` tokens each."""
+
+    __slots__ = ("ids", "per", "split", "n")
+
+    def __init__(self, ids: Sequence, hash_block_size: int, block_size: int, prompt_len: int) -> None:
+        self.ids, self.split = ids, hash_block_size > block_size
+        self.per = hash_block_size // block_size if self.split else block_size // hash_block_size
+        self.n = -(-prompt_len // block_size) if self.split else -(-len(ids) // self.per)
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, j):
+        if not isinstance(j, int):
+            return tuple(self[i] for i in range(*j.indices(self.n)))
+        if j < 0:
+            j += self.n
+        if not 0 <= j < self.n:
+            raise IndexError(j)
+        per = self.per
+        if self.split:
+            return self.ids[j // per], j % per
+        return tuple(self.ids[j * per:j * per + per])
 
 
 class PrefixCachingKV(KVCache):
@@ -111,7 +134,7 @@ class PrefixCachingKV(KVCache):
         self.query_tokens += num_tokens
         self.hit_tokens += hit_tokens
 
-    def _hashes(self, state: RequestState, num_tokens: int) -> list:
+    def hashes(self, state: RequestState, num_tokens: int) -> list:
         """The chained hashes of `state`'s full blocks over its first `num_tokens` tokens (kept as they grow)."""
         from servesim.engine.block_pool import block_hashes
 
@@ -120,14 +143,15 @@ class PrefixCachingKV(KVCache):
             return []
         known = state.block_hashes
         if known is None or len(known) < num_tokens // bs:
-            known = state.block_hashes = block_hashes(split_hash_ids(r, bs), r.prompt_len, num_tokens, bs, known)
+            ids = split_hash_ids(r, bs)
+            known = state.block_hashes = block_hashes(ids, r.prompt_len, num_tokens, bs, known)
         return known
 
     def lookup(self, state: RequestState) -> list[int]:
         """Hit blocks for a request (re)admitted with nothing computed: the longest cached prefix of its prompt and
         outputs, never its last token (P2-P4)."""
         n = state.num_tokens
-        return self.pool.lookup(self._hashes(state, n), n, self.block_size)
+        return self.pool.lookup(self.hashes(state, n), n, self.block_size)
 
     def num_evictable(self, blocks: list[int]) -> int:
         return self.pool.num_evictable(blocks)
@@ -153,7 +177,7 @@ class PrefixCachingKV(KVCache):
         # the full blocks this step computes become hittable now (P5)
         full = num_tokens_after // self.block_size
         if full > state.num_hashed_blocks and state.request.hash_ids is not None:
-            hashes = self._hashes(state, num_tokens_after)
+            hashes = self.hashes(state, num_tokens_after)
             pool, ids = self.pool, state.block_ids
             for i in range(state.num_hashed_blocks, full):
                 pool.register(ids[i], hashes[i])

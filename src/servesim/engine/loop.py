@@ -74,13 +74,12 @@ class Engine:
                  sink: Callable[[StepRecord], None] | None, max_records: int | None, fast: bool,
                  check_invariants: bool) -> None:
         self.policy, self.config, self.cost, self.record = policy, cfg, cost, record
-        # prefix caching acts on requests with block identities, in a bounded pool; they run step by step for now
+        # prefix caching acts on requests with block identities, in a bounded pool
         prefix = (cfg.enable_prefix_caching and cfg.num_gpu_blocks is not None and policy_class(policy).prefix_caching
                   and any(r.hash_ids for r in requests))
         if prefix and cfg.preemption_mode == "swap":
             raise ConfigError("prefix caching with preemption_mode swap is not modelled (vLLM v1 has no swap): "
                               "set enable_prefix_caching=false or preemption_mode=recompute")
-        fast = fast and not prefix
         self.sched: Scheduler = make_scheduler(policy, cfg, explain=record == "full", prefix_caching=prefix)
         self.kv, self.running = self.sched.kv, self.sched.running
         self.keep_records = record != "summary"  # step records are being written
@@ -93,9 +92,9 @@ class Engine:
             self._sink = self.steps.append if sink is None else sink
             if max_records == 0:
                 self.stop_recording()
-        self.log = StepLog()
+        self.log = StepLog(prefix_caching=prefix)
         self.fast = (FastPath(cost, cfg.block_size, not self.sched.reserves_lifetime_kv, cfg.policy == "priority",
-                              self.sched.decodes_ahead) if fast else StepByStep())
+                              self.sched.decodes_ahead, self.kv if prefix else None) if fast else StepByStep())
         order = sorted(range(len(requests)), key=lambda i: (requests[i].arrival_time, i))
         self.states = [RequestState(requests[i], i) for i in order]
         # requests longer than max_model_len fail at once, as vLLM rejects them; they never reach the queue
@@ -168,6 +167,7 @@ class Engine:
         and sample, finish, record."""
         fast, running, kv, now = self.fast, self.running, self.kv, self.now
         free_after_schedule = kv.free_blocks
+        cached_free = kv.cached_free_blocks if self.sched.prefix else None
         items = list(out.scheduled.items())
         rest, num_prefill, num_decodes = step_shape(items)
         swap_time = (out.swap_in_blocks + out.swap_out_blocks) * self.swap_seconds_per_block
@@ -184,7 +184,7 @@ class Engine:
             assert_invariants(self.sched, self.states, out, self.config)
         n, num_waiting = decodes_ahead, self.num_waiting()
         self.log.add(now, duration, n + len(items), n + sum(rest.num_new_tokens), num_prefill, n + num_decodes,
-                     free_after_schedule, len(running), num_waiting, len(out.preempted))
+                     free_after_schedule, len(running), num_waiting, len(out.preempted), cached_free)
         if self.keep_records:
             self.emit(StepRecord(
                 step=self.step, start_time=now, duration=duration, arrivals=tuple(self.arrivals),
@@ -194,6 +194,7 @@ class Engine:
                 free_blocks_after_schedule=free_after_schedule, free_blocks_after_step=kv.free_blocks,
                 token_budget=self.config.max_num_batched_tokens, swap_in_blocks=out.swap_in_blocks,
                 swap_out_blocks=out.swap_out_blocks, finished_observed=tuple(observed),
+                cached_free_blocks_after_schedule=cached_free,
             ))
         self.arrivals = []
         self.now = end

@@ -165,6 +165,8 @@ class StepRecord:
     swap_in_blocks: int = 0
     swap_out_blocks: int = 0
     finished_observed: tuple[str, ...] = ()  # async scheduling: finishes whose blocks come back this step
+    # prefix caching: free blocks that still hold cached KV (evictable; counted in free_blocks_after_schedule)
+    cached_free_blocks_after_schedule: int | None = None
 
     def __post_init__(self) -> None:
         if type(self.scheduled) is not Scheduled:

@@ -20,16 +20,20 @@ class StepArrays:
     step's end except after an idle gap (kept apart). A long run holds ~25 bytes a step (a million requests:
     ~18 M steps) instead of 56."""
 
-    __slots__ = ("end_time", "duration", "free_blocks_after_schedule", "usable_blocks", "_runs", "_gaps")
+    __slots__ = ("end_time", "duration", "free_blocks_after_schedule", "usable_blocks", "_runs", "_gaps",
+                 "cached_free_blocks_after_schedule")
 
     def __init__(self, end_time: np.ndarray, duration: np.ndarray, free_blocks_after_schedule: np.ndarray,
-                 runs: np.ndarray, gaps: tuple[np.ndarray, np.ndarray], usable_blocks: int | None) -> None:
+                 runs: np.ndarray, gaps: tuple[np.ndarray, np.ndarray], usable_blocks: int | None,
+                 cached_free_blocks_after_schedule: np.ndarray | None = None) -> None:
         self.end_time = end_time  # seconds: start + duration, the very floats of the engine's clock
         self.duration = duration  # seconds
         self.free_blocks_after_schedule = free_blocks_after_schedule  # -1 when KV is unlimited
         self.usable_blocks = usable_blocks
         self._runs = runs  # one row of RUN_COLUMNS per run
         self._gaps = gaps  # (steps that did not start at the previous end, their starts)
+        # prefix caching: the free blocks that still hold cached KV (evictable, counted as free); else None
+        self.cached_free_blocks_after_schedule = cached_free_blocks_after_schedule
 
     @property
     def start_time(self) -> np.ndarray:
@@ -100,13 +104,14 @@ class StepArrays:
 class StepLog:
     """Appends steps as the engine runs them (see `StepArrays`)."""
 
-    __slots__ = ("_end", "_duration", "_free", "_runs", "_gap_index", "_gap_start")
+    __slots__ = ("_end", "_duration", "_free", "_runs", "_gap_index", "_gap_start", "_cached")
 
-    def __init__(self) -> None:
+    def __init__(self, prefix_caching: bool = False) -> None:
         self._end, self._duration = array("d"), array("d")
         self._free = array("i")  # int32: 4 bytes a value
         self._runs = array("i")  # one row of RUN_COLUMNS per run, flat
         self._gap_index, self._gap_start = array("q"), array("d")
+        self._cached = array("i") if prefix_caching else None  # cached free blocks after each step's schedule
 
     def _start_at(self, start: float) -> None:
         if not self._end or self._end[-1] != start:
@@ -114,8 +119,11 @@ class StepLog:
             self._gap_start.append(start)
 
     def add(self, start: float, duration: float, num_scheduled: int, num_tokens: int, prefill_tokens: int,
-            num_decodes: int, free_blocks: int | None, running: int, waiting: int, preempted: int) -> None:
+            num_decodes: int, free_blocks: int | None, running: int, waiting: int, preempted: int,
+            cached_free: int | None = None) -> None:
         self._start_at(start)
+        if cached_free is not None:
+            self._cached.append(cached_free)
         self._end.append(start + duration)
         self._duration.append(duration)
         self._free.append(-1 if free_blocks is None else free_blocks)
@@ -123,9 +131,11 @@ class StepLog:
                            running))
 
     def extend(self, times: list[float], durations: list[float], n: int, free_blocks: list[int],
-               running_last: int, waiting: int) -> None:
+               running_last: int, waiting: int, cached_free: list[int] | None = None) -> None:
         """A steady stretch: k steps of n one-token decodes, step j from times[j] to times[j + 1];
         `running_last` requests run after its last step."""
+        if cached_free is not None:
+            self._cached.extend(cached_free)
         end = self._end
         if not end or end[-1] != times[0]:
             self._gap_index.append(len(end))
@@ -141,4 +151,5 @@ class StepLog:
 
         return StepArrays(view(self._end, np.float64), view(self._duration, np.float64), view(self._free, np.int32),
                           view(self._runs, np.int32).reshape(-1, len(RUN_COLUMNS)),
-                          (view(self._gap_index, np.int64), view(self._gap_start, np.float64)), usable_blocks)
+                          (view(self._gap_index, np.int64), view(self._gap_start, np.float64)), usable_blocks,
+                          None if self._cached is None else view(self._cached, np.int32))
