@@ -156,6 +156,20 @@ class Run:
             return "\n".join(explain_request(self.result, request_id))
         return "\n".join(explain_run(self.result, self.unchunked()))
 
+    def plot_timeline(self) -> Any:
+        """A plotly figure: request Gantt, tokens per step against the budget, KV blocks, queues (the report's)."""
+        from servesim.report.figures import timeline_figure
+        from servesim.report.view import run_view
+
+        return timeline_figure(run_view(self.result.policy, self.result))
+
+    def plot_latency(self) -> Any:
+        """A plotly figure: TTFT, TPOT, ITL and E2E latency CDFs."""
+        from servesim.report.figures import latency_figure
+        from servesim.report.view import run_view
+
+        return latency_figure([run_view(self.result.policy, self.result)])
+
     def __repr__(self) -> str:
         b = self.benchmark
         return (f"Run(policy={self.result.policy!r}, cost={self.result.cost_model!r}, requests={b.completed}, "
