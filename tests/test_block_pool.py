@@ -212,7 +212,7 @@ def test_explain_says_what_a_request_reused():
     reqs = [Request("A", 0.0, 64, 2, hash_ids=(1, 2, 3, 4)), Request("B", 5.0, 64, 2, hash_ids=(1, 2, 3, 4))]
     r = simulate(reqs, EngineConfig(max_num_batched_tokens=256, max_num_seqs=4, num_gpu_blocks=21), "vllm", "unit")
     lines = explain_request(r, "B")
-    assert ("Prefix cache: 48 of its 64 tokens in step 2 hit the cache (blocks cached by earlier requests) and were "
+    assert ("Prefix cache: 48 of its 64 tokens in step 2 hit the cache (from A's blocks) and were "
             "not computed again.") in lines
     assert lines[1].startswith("16 of its 64 prompt tokens were prefilled in one 16-token step (step 2), 16 prompt "
                                "tokens processed, 48 served by the prefix cache;")
@@ -268,3 +268,26 @@ def test_ids_whose_int_hashes_collide_stay_apart():
     reqs = [Request("A", 0.0, 32, 2, hash_ids=(-1, 5)), Request("B", 5.0, 32, 2, hash_ids=(-2, 5))]
     r = simulate(reqs, EngineConfig(max_num_batched_tokens=256, max_num_seqs=4, num_gpu_blocks=21), "vllm", "unit")
     assert r.prefix_cache.hit_tokens == 0
+
+
+def test_hits_name_their_source_and_eviction_is_counted():
+    # block 16, 8 usable blocks (ids 0-7). A's 64-token prompt fills blocks 0-3 and finishes; they go back to the
+    # free queue's tail, last block first: [4, 5, 6, 7, 3, 2, 1, 0]. C's 96-token prompt (other content) takes six
+    # from the front, evicting A's blocks 3 and 2. B, with A's prompt, then hits A's blocks 0 and 1 only (32
+    # tokens, served by A); its third block was evicted, so 16 tokens are lost to eviction (the fourth would not
+    # have hit anyway: never the last token, floor(63 / 16) = 3 blocks at most). C's six blocks went back hashed,
+    # last first: [1, 0, 2, 3, 7, 6, 5, 4]; B takes 0 and 1 as hits and its two new blocks off the front, 2 and 3,
+    # evicting two of C's: 4 evictions in all.
+    from servesim import EngineConfig, Request, simulate
+
+    reqs = [Request("A", 0.0, 64, 1, hash_ids=(1, 2, 3, 4)), Request("C", 2.0, 96, 1, hash_ids=tuple(range(9, 15))),
+            Request("B", 10.0, 64, 1, hash_ids=(1, 2, 3, 4))]
+    cfg = EngineConfig(max_num_batched_tokens=256, max_num_seqs=4, num_gpu_blocks=9)
+    r = simulate(reqs, cfg, "vllm", "unit")
+    assert [(t.id, t.num_cached_tokens, t.cached_from) for t in r.requests] == [
+        ("A", 0, None), ("C", 0, None), ("B", 32, "A")]
+    stats = r.prefix_cache
+    assert (stats.hit_tokens, stats.evicted_blocks, stats.lost_tokens, stats.lost_admissions) == (32, 4, 16, 1)
+    # without step records (explain's tracking off) the loss is not counted, and says so
+    summary = simulate(reqs, cfg, "vllm", "unit", record="summary").prefix_cache
+    assert (summary.hit_tokens, summary.lost_tokens) == (32, None)

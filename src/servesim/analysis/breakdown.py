@@ -40,8 +40,10 @@ def bound_by(step: StepRecord) -> Bound:
         return Bound.KV_BLOCKS
     if Reason.MAX_NUM_SEQS in reasons:
         return Bound.MAX_NUM_SEQS
-    # a chunk short of what its request needs (the decode cohort's entries never are)
-    cut = any(e.num_scheduled_tokens < e.num_tokens_before - e.num_computed_tokens_before for e in step.scheduled.rest)
+    # a chunk short of what its request needs (the decode cohort's entries never are; prefix-cache hits are not
+    # counted in num_computed_tokens_before, and were not needed)
+    cut = any(e.num_scheduled_tokens < e.num_tokens_before - e.num_computed_tokens_before - e.num_cached_tokens
+              for e in step.scheduled.rest)
     if Reason.TOKEN_BUDGET in reasons or (cut and step.total_scheduled_tokens >= step.token_budget):
         return Bound.TOKEN_BUDGET
     if cut:

@@ -272,9 +272,12 @@ def explain_request(result: SimResult, request_id: str, gaps: int = 3) -> list[s
             "token.")
     hits = cached_admissions(result, request_id)
     if hits:
-        parts = [f"{c} of its {n} tokens in step {step}" for step, c, n in hits]
-        out.append(f"Prefix cache: {_join(parts)} hit the cache (blocks cached by earlier requests) and were not "
-                   "computed again.")
+        parts = [f"{c:,} of its {n:,} tokens in step {step}" for step, c, n in hits]
+        source = getattr(r, "cached_from", None)
+        whose = f"from {source}'s blocks" if source and len(hits) == 1 else "blocks cached earlier"
+        if source and len(hits) > 1:
+            whose = f"at first from {source}'s blocks"
+        out.append(f"Prefix cache: {_join(parts)} hit the cache ({whose}) and were not computed again.")
     for i, p in enumerate(p for p in result.preemptions if p.id == request_id):
         out.append(_preemption_text(result, p, phases[i + 1], r.prompt_len))
     if r.finish_time is not None and r.output_len > 1:
@@ -356,8 +359,31 @@ def explain_run(result: SimResult, unchunked: SimResult | None = None) -> list[s
     else:
         out.append("No request was preempted.")
     out.append(detect_overload(result).sentence())
+    if result.prefix_cache is not None:
+        out.append(prefix_cache_sentence(result))
     out += chunking_sentences(result, unchunked)
     return out
+
+
+def prefix_cache_sentence(result: SimResult) -> str:
+    """What the prefix cache saved (vLLM's counters), the largest reuse and whose blocks served it, and what
+    eviction cost: admissions whose lookup stopped at a block that had been cached (`PrefixCacheStats`)."""
+    stats = result.prefix_cache
+    text = (f"The prefix cache served {stats.hit_tokens:,} of the {stats.query_tokens:,} tokens looked up at "
+            f"admissions ({stats.hit_rate:.2%})")
+    t = result.timelines
+    best = int(t.num_cached_tokens.argmax()) if len(t) else 0
+    if len(t) and t.num_cached_tokens[best]:
+        r = t[best]
+        whose = f", from {r.cached_from}'s blocks" if r.cached_from else ""
+        text += f"; the largest reuse: {r.id}, {r.num_cached_tokens:,} of its {r.prompt_len:,} prompt tokens{whose}"
+    text += f". {_plural(stats.evicted_blocks, 'cached block')} were evicted to make room"
+    if stats.lost_tokens:
+        text += (f"; {_plural(stats.lost_admissions, 'admission')} then found part of a prefix evicted and computed "
+                 f"{stats.lost_tokens:,} tokens again that had been cached")
+    elif stats.lost_tokens == 0 and stats.evicted_blocks:
+        text += ", and no later lookup wanted them back"
+    return text + "."
 
 
 def _longest_decode_step(result: SimResult) -> float:

@@ -59,15 +59,19 @@ def block_hashes(hash_ids: Sequence[object], prompt_len: int, num_tokens: int, b
 class BlockPool:
     """`num_blocks` usable KV blocks (vLLM's null block excluded), with ref counts and the prefix cache."""
 
-    __slots__ = ("free_queue", "ref_cnt", "block_hash", "cached", "num_cached_free", "num_evicted")
+    __slots__ = ("free_queue", "ref_cnt", "block_hash", "cached", "num_cached_free", "num_evicted", "owner",
+                 "evicted")
 
-    def __init__(self, num_blocks: int) -> None:
+    def __init__(self, num_blocks: int, track_evictions: bool = False) -> None:
         self.free_queue: OrderedDict[int, None] = OrderedDict.fromkeys(range(num_blocks))  # front = next taken
         self.ref_cnt = [0] * num_blocks
         self.block_hash: dict[int, BlockHash] = {}  # block -> hash, for the blocks registered in the cache
         self.cached: dict[BlockHash, list[int]] = {}  # hash -> copies, earliest registered first
         self.num_cached_free = 0  # free blocks still holding a hash (they count as free)
         self.num_evicted = 0
+        self.owner = [-1] * num_blocks  # the request (its index) that registered each cached block
+        # explain: hashes evicted and not cached again, to tell a lookup that stopped at an evicted block
+        self.evicted: set[BlockHash] | None = set() if track_evictions else None
 
     @property
     def num_free(self) -> int:
@@ -112,16 +116,34 @@ class BlockPool:
                     copies.remove(b)
                 self.num_cached_free -= 1
                 self.num_evicted += 1
+                if self.evicted is not None:
+                    self.evicted.add(h)
             ref_cnt[b] = 1
             out.append(b)
         return out
 
-    def register(self, block: int, h: BlockHash) -> None:
-        """A full block is cached under its hash (P5: once scheduled); a second copy is kept, not merged (P6)."""
+    def register(self, block: int, h: BlockHash, owner: int = -1) -> None:
+        """A full block is cached under its hash (P5: once scheduled); a second copy is kept, not merged (P6).
+        `owner`: the request that computed it (for explain's "from whose blocks")."""
         if block in self.block_hash:
             return
         self.block_hash[block] = h
         self.cached.setdefault(h, []).append(block)
+        self.owner[block] = owner
+        if self.evicted is not None:
+            self.evicted.discard(h)
+
+    def lost(self, hashes: Sequence[BlockHash], start: int, limit: int) -> int:
+        """Blocks a lookup would have hit from `start` (its first miss) had nothing been evicted: 0 unless that
+        block was evicted; then the run of blocks from it that were evicted or are still cached (up to `limit`).
+        Only with `track_evictions`."""
+        evicted, cached = self.evicted, self.cached
+        if evicted is None or start >= limit or hashes[start] not in evicted:
+            return 0
+        n = start
+        while n < limit and (hashes[n] in evicted or hashes[n] in cached):
+            n += 1
+        return n - start
 
     def free(self, blocks: Sequence[int]) -> None:
         """A request gives its blocks back, tail first (P7): unhashed ones to the front, hashed ones to the back."""

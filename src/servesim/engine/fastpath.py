@@ -268,7 +268,7 @@ class FastPath:
                     continue
                 full = (s.num_computed_tokens + step - s.decoding_since + 1) // bs
                 hashes = kv.hashes(s, full * bs)
-                pool.register(s.block_ids[full - 1], hashes[full - 1])
+                pool.register(s.block_ids[full - 1], hashes[full - 1], s.index)
                 s.num_hashed_blocks = full
             cached.append(pool.num_cached_free)
         kv.free_blocks = pool.num_free

@@ -120,19 +120,33 @@ class PrefixCachingKV(KVCache):
     blocks are cached under their chained hash once scheduled (P5) and stay hittable when freed, until evicted.
     `free_blocks` counts the evictable cached blocks too (P8). Requests without `hash_ids` hit nothing."""
 
-    __slots__ = ("pool", "query_tokens", "hit_tokens")
+    __slots__ = ("pool", "query_tokens", "hit_tokens", "lost_tokens", "lost_admissions")
 
-    def __init__(self, block_size: int, num_gpu_blocks: int) -> None:
+    def __init__(self, block_size: int, num_gpu_blocks: int, track_evictions: bool = False) -> None:
         from servesim.engine.block_pool import BlockPool
 
         super().__init__(block_size, num_gpu_blocks, None)
-        self.pool = BlockPool(self.usable_blocks)
+        self.pool = BlockPool(self.usable_blocks, track_evictions)
         self.query_tokens = self.hit_tokens = 0  # vLLM's prefix-cache counters: tokens looked up, tokens hit
+        # with track_evictions: tokens (and admissions) that would have hit had their blocks not been evicted
+        self.lost_tokens = self.lost_admissions = 0
 
-    def count_query(self, num_tokens: int, hit_tokens: int) -> None:
-        """One (re)admission's lookup, as vLLM counts it: its prompt and outputs queried, its cached tokens hit."""
-        self.query_tokens += num_tokens
+    def count_query(self, state: RequestState, hits: list[int]) -> None:
+        """One (re)admission's lookup, as vLLM counts it: its prompt and outputs queried, its cached tokens hit
+        (and, tracking evictions, what eviction cost it). The first admission's hits are vLLM's per-request
+        `num_cached_tokens`, with the request whose block served the last of them."""
+        n, hit_tokens = state.num_tokens, len(hits) * self.block_size
+        if state.first_cached_tokens < 0:
+            state.first_cached_tokens = hit_tokens
+            state.cached_from = self.pool.owner[hits[-1]] if hits else -1
+        self.query_tokens += n
         self.hit_tokens += hit_tokens
+        if self.pool.evicted is not None and state.request.hash_ids is not None:
+            bs = self.block_size
+            lost = self.pool.lost(self.hashes(state, n), hit_tokens // bs, (n - 1) // bs)
+            if lost:
+                self.lost_tokens += lost * bs
+                self.lost_admissions += 1
 
     def hashes(self, state: RequestState, num_tokens: int) -> list:
         """The chained hashes of `state`'s full blocks over its first `num_tokens` tokens (kept as they grow)."""
@@ -180,7 +194,7 @@ class PrefixCachingKV(KVCache):
             hashes = self.hashes(state, num_tokens_after)
             pool, ids = self.pool, state.block_ids
             for i in range(state.num_hashed_blocks, full):
-                pool.register(ids[i], hashes[i])
+                pool.register(ids[i], hashes[i], state.index)
             state.num_hashed_blocks = full
         return True
 

@@ -251,7 +251,11 @@ class Engine:
         self.fast.close()
         timelines = timelines_from_states(self.states, clock)
         kv = self.kv
-        prefix = PrefixCacheStats(kv.query_tokens, kv.hit_tokens, kv.evicted_blocks) if self.sched.prefix else None
+        prefix = None
+        if self.sched.prefix:
+            tracked = kv.pool.evicted is not None
+            prefix = PrefixCacheStats(kv.query_tokens, kv.hit_tokens, kv.evicted_blocks,
+                                      kv.lost_tokens if tracked else None, kv.lost_admissions if tracked else None)
         return SimResult(self.policy, self.cost.name, cfg, tuple(self.steps), timelines, tuple(self.preemptions),
                          step_log, self.record, self.rejected, prefix)
 

@@ -232,6 +232,8 @@ class RequestTimeline:
     num_prefill_chunks: int = 0  # prompt chunks, recomputation after a preemption included
     time_preempted: float = 0.0  # seconds spent preempted (preemption step start to resuming step start)
     clock: TokenClock | None = None
+    num_cached_tokens: int = 0  # vLLM's: the prefix-cache hit tokens of its first admission
+    cached_from: str | None = None  # the request whose cached blocks served those hits (the last hit block's)
 
     @property
     def token_times(self) -> tuple[float, ...]:

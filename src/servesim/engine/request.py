@@ -96,6 +96,10 @@ class RequestState:
     block_hashes: list | None = None
     num_cached_tokens: int = 0
     num_hashed_blocks: int = 0  # its first blocks registered in the prefix cache
+    # vLLM's `num_cached_tokens`: the prefix-hit tokens of its first admission (-1 until first scheduled), and the
+    # request whose block served the last of those hits (its index; -1: none)
+    first_cached_tokens: int = -1
+    cached_from: int = -1
 
     @property
     def request_id(self) -> str:

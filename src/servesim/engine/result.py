@@ -18,6 +18,10 @@ class PrefixCacheStats:
     query_tokens: int
     hit_tokens: int
     evicted_blocks: int
+    # with record="full" only (None otherwise): tokens, and (re)admissions, whose lookup stopped at a block that
+    # had been cached and was evicted, counted over the run of blocks it would then have hit
+    lost_tokens: int | None = None
+    lost_admissions: int | None = None
 
     @property
     def hit_rate(self) -> float:

@@ -14,7 +14,8 @@ import numpy as np
 from servesim.engine.records import RequestTimeline, TokenClock
 
 FLOAT_COLUMNS = ("arrival_time", "first_scheduled_time", "finish_time", "time_preempted")
-INT_COLUMNS = ("prompt_len", "output_len", "priority", "num_preemptions", "num_prefill_chunks")
+INT_COLUMNS = ("prompt_len", "output_len", "priority", "num_preemptions", "num_prefill_chunks", "num_cached_tokens",
+               "cached_from")  # cached_from: the index of the request whose blocks served the hits (-1: none)
 
 
 class Timelines(Sequence[RequestTimeline]):
@@ -42,8 +43,10 @@ class Timelines(Sequence[RequestTimeline]):
                                      for r in timelines],
             "finish_time": [nan if r.finish_time is None else r.finish_time for r in timelines],
             "time_preempted": [r.time_preempted for r in timelines],
-            **{name: [getattr(r, name) for r in timelines] for name in INT_COLUMNS},
+            **{name: [getattr(r, name) for r in timelines] for name in INT_COLUMNS[:-1]},
         }
+        index = {r.id: i for i, r in enumerate(timelines)}
+        columns["cached_from"] = [-1 if r.cached_from is None else index[r.cached_from] for r in timelines]
         lengths = [len(r.token_steps) for r in timelines]
         runs = [v for r in timelines for v in r.token_steps]
         clock = next((r.clock for r in timelines if r.clock is not None), None)
@@ -53,7 +56,9 @@ class Timelines(Sequence[RequestTimeline]):
     def from_lists(cls, ids: list[str], columns: dict[str, list], run_lengths: list[int], runs: list[int],
                    clock: TokenClock | None) -> Timelines:
         arrays = {name: np.array(columns[name], dtype=np.float64) for name in FLOAT_COLUMNS}
-        arrays.update({name: np.array(columns[name], dtype=np.int64) for name in INT_COLUMNS})
+        missing = {"num_cached_tokens": 0, "cached_from": -1}  # (no prefix cache)
+        arrays.update({name: np.array(columns[name], dtype=np.int64) if name in columns
+                       else np.full(len(ids), missing[name], np.int64) for name in INT_COLUMNS})
         offsets = np.zeros(len(ids) + 1, np.int64)
         np.cumsum(run_lengths, out=offsets[1:])
         return cls(ids, arrays, offsets, np.array(runs, dtype=np.int64), clock)
@@ -75,6 +80,7 @@ class Timelines(Sequence[RequestTimeline]):
             tuple(self.runs[self.run_offsets[i]:self.run_offsets[i + 1]].tolist()),
             None if finish != finish else float(finish), int(self.num_preemptions[i]), int(self.priority[i]),
             int(self.num_prefill_chunks[i]), float(self.time_preempted[i]), self.clock,
+            int(self.num_cached_tokens[i]), None if self.cached_from[i] < 0 else self.ids[self.cached_from[i]],
         )
 
     def __iter__(self) -> Iterator[RequestTimeline]:
@@ -118,7 +124,7 @@ def timelines_from_states(states: list, clock: TokenClock) -> Timelines:
     nan = float("nan")
     ids, cols, lengths, runs = [], {name: [] for name in (*FLOAT_COLUMNS, *INT_COLUMNS)}, [], []
     arrival, first, finish, preempted = (cols[c] for c in FLOAT_COLUMNS)
-    prompt, output, priority, num_preemptions, chunks = (cols[c] for c in INT_COLUMNS)
+    prompt, output, priority, num_preemptions, chunks, cached, cached_from = (cols[c] for c in INT_COLUMNS)
     for i in order:
         s, states[i] = states[i], None
         r = s.request
@@ -132,6 +138,8 @@ def timelines_from_states(states: list, clock: TokenClock) -> Timelines:
         priority.append(r.priority)
         num_preemptions.append(s.num_preemptions)
         chunks.append(s.num_prefill_chunks)
+        cached.append(max(0, s.first_cached_tokens))
+        cached_from.append(s.cached_from)  # a state's index is its workload row
         lengths.append(len(s.token_runs))
         runs += s.token_runs
     return Timelines.from_lists(ids, cols, lengths, runs, clock)

@@ -54,7 +54,7 @@ class Scheduler:
     def use_prefix_cache(self) -> None:
         from servesim.engine.kv import PrefixCachingKV
 
-        self.kv = PrefixCachingKV(self.config.block_size, self.config.num_gpu_blocks)
+        self.kv = PrefixCachingKV(self.config.block_size, self.config.num_gpu_blocks, track_evictions=self.explain)
         self.prefix = True
 
     # -- the engine's side ------------------------------------------------------------------------------------

@@ -88,7 +88,7 @@ class VLLMScheduler(Scheduler):
                 return
             n = min(n, budget)
             if self.prefix:
-                self.kv.count_query(req.num_tokens, cached)
+                self.kv.count_query(req, hits)
             if hits:
                 self.kv.take_hits(req, hits)
             self.kv.allocate(req, cached + n)
