@@ -291,3 +291,27 @@ def test_hits_name_their_source_and_eviction_is_counted():
     # without step records (explain's tracking off) the loss is not counted, and says so
     summary = simulate(reqs, cfg, "vllm", "unit", record="summary").prefix_cache
     assert (summary.hit_tokens, summary.lost_tokens) == (32, None)
+
+
+@pytest.mark.parametrize(("async_scheduling", "registered"), [
+    (False, [1, 1, 1, 1, 2, 2]),
+    (True, [1, 1, 1, 1, 1, 2, 2]),
+])
+def test_async_scheduling_registers_decode_blocks_one_step_later(async_scheduling, registered):
+    # P5: A (4-token prompt, 6 outputs, block 4) computes its prompt block in step 0 (registered at once: prompt
+    # tokens are known) and positions 4..7 in steps 1..4. Step 4 completes block 1 with the token sampled in step
+    # 3; under async scheduling that token is still in flight when step 4 is scheduled, so block 1 has no hash
+    # until step 5. (Async: one more step, in which the finished A's blocks come back.)
+    from servesim import EngineConfig, Request
+    from servesim.cost import get_cost_model
+    from servesim.engine.loop import Engine
+    from servesim.engine.resolve import resolve_config
+
+    reqs = [Request("A", 0.0, 4, 6, hash_ids=(1,))]
+    cfg = resolve_config(EngineConfig(max_num_batched_tokens=64, max_num_seqs=4, block_size=4, num_gpu_blocks=20,
+                                      async_scheduling=async_scheduling), "vllm", reqs, get_cost_model("unit"))
+    counts = []
+    engine = Engine(reqs, cfg, "vllm", get_cost_model("unit"), "full", lambda s: counts.append(
+        len(engine.kv.pool.block_hash)), None, fast=False, check_invariants=False)
+    engine.run()
+    assert counts == registered

@@ -120,9 +120,10 @@ class PrefixCachingKV(KVCache):
     blocks are cached under their chained hash once scheduled (P5) and stay hittable when freed, until evicted.
     `free_blocks` counts the evictable cached blocks too (P8). Requests without `hash_ids` hit nothing."""
 
-    __slots__ = ("pool", "query_tokens", "hit_tokens", "lost_tokens", "lost_admissions")
+    __slots__ = ("pool", "query_tokens", "hit_tokens", "lost_tokens", "lost_admissions", "async_step")
 
-    def __init__(self, block_size: int, num_gpu_blocks: int, track_evictions: bool = False) -> None:
+    def __init__(self, block_size: int, num_gpu_blocks: int, track_evictions: bool = False,
+                 async_scheduling: bool = False) -> None:
         from servesim.engine.block_pool import BlockPool
 
         super().__init__(block_size, num_gpu_blocks, None)
@@ -130,6 +131,9 @@ class PrefixCachingKV(KVCache):
         self.query_tokens = self.hit_tokens = 0  # vLLM's prefix-cache counters: tokens looked up, tokens hit
         # with track_evictions: tokens (and admissions) that would have hit had their blocks not been evicted
         self.lost_tokens = self.lost_admissions = 0
+        # async scheduling: the step being scheduled (the engine sets it); a token sampled in the step before is
+        # still in flight, so the block it completes has no hash yet and registers one step later (P5)
+        self.async_step: int | None = 0 if async_scheduling else None
 
     def count_query(self, state: RequestState, hits: list[int]) -> None:
         """One (re)admission's lookup, as vLLM counts it: its prompt and outputs queried, its cached tokens hit
@@ -188,8 +192,13 @@ class PrefixCachingKV(KVCache):
             state.block_ids += self.pool.allocate(need)
             state.num_blocks += need
             self.free_blocks = self.pool.num_free
-        # the full blocks this step computes become hittable now (P5)
-        full = num_tokens_after // self.block_size
+        # the full blocks this step computes become hittable now (P5); under async scheduling only those of
+        # known tokens (the last one sampled may be in flight)
+        known = num_tokens_after
+        runs = state.token_runs
+        if self.async_step is not None and runs and runs[-2] + runs[-1] == self.async_step:
+            known = min(known, state.num_tokens - 1)
+        full = known // self.block_size
         if full > state.num_hashed_blocks and state.request.hash_ids is not None:
             hashes = self.hashes(state, num_tokens_after)
             pool, ids = self.pool, state.block_ids

@@ -114,6 +114,7 @@ class Engine:
     def run(self, progress: Callable[[float, int, int, int], None] | None = None) -> None:
         """Iterate until every request has finished: the lesson's story in order, one step at a time."""
         total, ticks, sched, fast = len(self.arriving), 0, self.sched, self.fast
+        async_prefix = getattr(self.kv, "async_step", None) is not None
         while self.n_done < total or self.release:  # async: the last seats come back one step later
             ticks += 1
             if progress is not None and not ticks & 4095:
@@ -123,6 +124,8 @@ class Engine:
                 continue
             decodes_ahead = fast.decodes_ahead(self)  # the fast path's decodes, already scheduled (else 0)
             sched.step_index = self.step
+            if async_prefix:
+                self.kv.async_step = self.step
             out = sched.schedule(decodes_ahead)
             if not decodes_ahead and self.idle(out):
                 continue

@@ -54,7 +54,8 @@ class Scheduler:
     def use_prefix_cache(self) -> None:
         from servesim.engine.kv import PrefixCachingKV
 
-        self.kv = PrefixCachingKV(self.config.block_size, self.config.num_gpu_blocks, track_evictions=self.explain)
+        self.kv = PrefixCachingKV(self.config.block_size, self.config.num_gpu_blocks, track_evictions=self.explain,
+                                  async_scheduling=self.config.async_scheduling)
         self.prefix = True
 
     # -- the engine's side ------------------------------------------------------------------------------------
