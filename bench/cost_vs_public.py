@@ -9,7 +9,8 @@ the roofline with its engine profile, and of the bare roofline (GPU kernels and 
 
 - static batch (TensorRT-LLM's peak throughput tables): one prefill step of the whole batch, then osl - 1 decode
   steps of the batch; output tokens per second per GPU = batch x osl / time / GPUs.
-- batch-1 first-token latency: one prefill step of isl tokens.
+- batch-1 first-token latency: one prefill step of isl tokens on an idle engine (`Roofline.idle_step_time`: no
+  previous step for the host work to overlap, so host + device).
 - vLLM's `benchmark_latency` (pull request 2192): vLLM 0.2's scheduler admits prompts up to
   max_num_batched_tokens = max(max_model_len, 2048) = 4096 tokens a step, so 64 x 256 tokens are 4 prefill steps
   of 16 prompts, then 255 decode steps of all 64 (CUDA graphs, as the row says; Ray; NCCL or the custom kernel).
@@ -96,7 +97,7 @@ def reproduce(row: dict) -> Result | None:
     if metric == "1st token latency":
         shape = StepShape.of(prefills=[(isl, 0)])
         return Result(f"TensorRT-LLM 0.5 batch-1 first-token latency, {where}", label, "ms", value,
-                      cost.step_time(shape) * 1e3, bare.step_time(shape) * 1e3)
+                      cost.idle_step_time(shape) * 1e3, bare.step_time(shape) * 1e3)
     return None
 
 

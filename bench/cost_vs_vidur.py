@@ -1,11 +1,13 @@
-"""Roofline vs Vidur's A100 measurements: non-attention GEMMs of Llama-2-7B at tp 1/2/4/8, NCCL all-reduce.
+"""Roofline vs Vidur's measured A100 and H100 operator profiles, scored on held-out rows per operator group.
 
-    python -m bench.cost_vs_vidur [--data ../shared/peer-data/vidur] [--csv measured.csv]
+    python -m bench.cost_vs_vidur [--data ../shared/peer-data/vidur] [--csv measured.csv] [--fit]
 
-Prints the uncalibrated errors (datasheet numbers and the A100's default efficiencies) and the calibrated ones
-(fit on a seeded half of the rows, scored on the other half), as markdown for docs/benchmarks.md. `--csv` also
-writes the rows in `servesim calibrate`'s format, so `servesim calibrate measured.csv --model llama-2-7b --gpu a100`
-reproduces the calibrated figures.
+First table: every operator group of `bench.vidur_profiles` (GEMMs, norms, rotary, activation, FlashAttention
+prefill and decode, NCCL all-reduce), scored on the held-out half of its rows, under the GPU files as they were
+before the per-operator fit (`BEFORE`) and as they are now (their [efficiency], [kernels] and [allreduce] values
+were fitted on the other half: `--fit` prints that fit). Second table: `servesim calibrate` on Llama-2-7B's A100
+GEMMs and all-reduces. `--csv` writes those rows in `servesim calibrate`'s format, so
+`servesim calibrate measured.csv --model llama-2-7b --gpu a100` reproduces the calibrated figures.
 """
 
 from __future__ import annotations
@@ -13,9 +15,12 @@ from __future__ import annotations
 import argparse
 import csv
 import time
+from dataclasses import replace
 from pathlib import Path
 
+from bench.vidur_profiles import GPUS, GROUPS, operator_rows, score, split
 from servesim.cost.calibrate import Measurement, calibrate, evaluate
+from servesim.cost.specs import load_gpu
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "peer-data" / "vidur"
 MLP_CSV = "profiling/compute/a100/meta-llama/Llama-2-7b-hf/mlp.csv"
@@ -24,6 +29,11 @@ ALL_REDUCE_CSV = "profiling/network/a100_dgx/all_reduce.csv"
 VIDUR_GEMMS = {"attn_pre_proj": "qkv_proj", "attn_post_proj": "o_proj", "mlp_up_proj": "gate_up_proj",
                "mlp_down_proj": "down_proj"}
 STAT = "median"  # of Vidur's repeated timings; the most robust of min/max/mean/median
+# The GPU files' [efficiency] values before the per-operator fit (commit ccb472a): one compute and one memory
+# efficiency, one kernel floor for every kernel, one NCCL protocol for every TP size.
+BEFORE = {"a100-80gb": dict(compute_efficiency=0.70, memory_efficiency=0.80, kernel_latency=5e-6),
+          "h100-80gb": dict(compute_efficiency=0.65, memory_efficiency=0.80, kernel_latency=4e-6)}
+BEFORE_ALLREDUCE = dict(allreduce_latency=30e-6, interconnect_efficiency=0.55, kernels=None, allreduce_by_tp=())
 
 
 def vidur_rows(data: Path = DEFAULT_DATA) -> list[Measurement]:
@@ -51,12 +61,38 @@ def write_csv(rows: list[Measurement], path: Path) -> None:
             w.writerow([r.operator, r.tp, r.num_tokens or "", int(r.size_bytes) or "", f"{r.time * 1e3:.6g}"])
 
 
+def operator_table(data: Path) -> None:
+    """Held-out MAPE per GPU and operator group, before and after the fit."""
+    fit_half, held = split(operator_rows(data))
+    now = {g: load_gpu(g) for g in GPUS.values()}
+    before = {g: replace(spec, **BEFORE[g], **BEFORE_ALLREDUCE) for g, spec in now.items()}
+    old, new = score(held, before), score(held, now)
+    print("| GPU | operators | held-out rows | MAPE before | worst before | MAPE after | worst after |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
+    for gpu in GPUS.values():
+        for group in GROUPS:
+            if (gpu, group) in new:
+                o, n = old[(gpu, group)], new[(gpu, group)]
+                print(f"| {gpu} | {group} | {n['rows']} | {o['mape']:.1f} % | {o['worst']:.0f} % | "
+                      f"{n['mape']:.1f} % | {n['worst']:.0f} % |")
+    print(f"({len(fit_half)} rows fitted, {len(held)} held out)\n")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
     ap.add_argument("--csv", type=Path, help="also write the rows in `servesim calibrate` format")
+    ap.add_argument("--fit", action="store_true", help="print the GPU files' constants fitted on the fit half")
     args = ap.parse_args()
     t0 = time.perf_counter()
+    if args.fit:
+        from bench.fit_vidur import fit_gpu
+
+        fit_half, _ = split(operator_rows(args.data))
+        for gpu in GPUS.values():
+            print("\n".join(fit_gpu(fit_half, load_gpu(gpu))) + "\n")
+        return
+    operator_table(args.data)
     rows = vidur_rows(args.data)
     if args.csv:
         write_csv(rows, args.csv)

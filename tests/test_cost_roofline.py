@@ -6,9 +6,10 @@ from servesim.cost import StepShape, get_cost_model
 from servesim.cost.roofline import Roofline
 from servesim.errors import ConfigError
 
-A100_C = 312e12 * 0.70  # dense bf16 FLOP/s x default compute efficiency
-A100_M = 2039e9 * 0.80  # HBM bytes/s x default memory efficiency
-KL = 5e-6  # A100 default kernel latency
+# a100-80gb.toml's GEMM constants, fitted to Vidur's A100 GEMM profiles (bench.cost_vs_vidur --fit)
+A100_C = 312e12 * 0.734  # dense bf16 FLOP/s x compute efficiency
+A100_M = 2039e9 * 0.760  # HBM bytes/s x memory efficiency
+KL = 6.60e-6  # floor per GEMM
 
 
 def test_kv_bytes_per_token():
@@ -77,8 +78,11 @@ def test_tensor_parallel_all_reduces():
     ar = [o for o in r.breakdown(StepShape.of(decodes=[10] * 8)) if o.bound == "communication"]
     assert [o.name for o in ar] == ["all_reduce x65 (0.06 MiB each)"]  # 2 per layer + the embedding's
     wire = 2 * (2 - 1) / 2 * (8 * 4096 * 2) / 300e9  # ring, per-direction NVLink (600 GB/s both ways)
-    # a100-80gb.toml's defaults: allreduce_latency_us = 30, interconnect efficiency 0.55
-    assert ar[0].seconds == pytest.approx(65 * (30e-6 + wire / 0.55))
+    # a100-80gb.toml's [allreduce] tp2 = [[42.9, 0.564], [44.7, 0.559]] (us, efficiency): the faster protocol
+    assert ar[0].seconds == pytest.approx(65 * min(42.9e-6 + wire / 0.564, 44.7e-6 + wire / 0.559))
+    # a TP size the table does not list falls back to the file's allreduce_latency_us (30) and interconnect (0.55)
+    assert Roofline("llama-2-7b", "a100", 2).params.allreduce != Roofline("llama-2-7b", "a100", 16).params.allreduce
+    assert Roofline("llama-2-7b", "a100", 16).params.allreduce == (pytest.approx((30e-6, 0.55)),)
     assert Roofline("llama-2-7b", "a100", 1).breakdown(StepShape.of(decodes=[10]))[-1].name == "step overhead"
 
 

@@ -111,3 +111,41 @@ def test_tie_word_embeddings_default_is_the_architecture_config_class(tmp_path, 
     # 8 heads x 8 head_dim: QKV 64 x 3 x 64 + O 64 x 64 = 16,384; gated MLP 3 x 64 x 128 = 24,576; embeddings 6,400
     assert m.tie_word_embeddings is tied
     assert m.num_parameters == 16_384 + 24_576 + 6_400 * (1 if tied else 2)
+
+
+def test_gpus_command_shows_the_fp8_peaks():
+    """Datasheet dense FP8 peaks: H100 SXM 1,979 TFLOPS (3,958 with sparsity); A100: none (Ampere has no FP8)."""
+    from typer.testing import CliRunner
+
+    from servesim.cli.app import app
+
+    out = CliRunner().invoke(app, ["gpus"], terminal_width=200).output
+    row = {line.split()[0]: line.split() for line in out.splitlines() if line.startswith(("a100-80gb", "h100-80gb"))}
+    assert row["h100-80gb"][1:3] == ["989", "1979"] and row["a100-80gb"][1:3] == ["312", "-"]
+
+
+def test_gpu_file_kernels_and_allreduce_tables(tmp_path):
+    """[kernels] in microseconds, read into seconds; a partial table or a bad value is one line naming the field."""
+    from servesim.cost.specs import load_gpu
+    from servesim.errors import ConfigError
+
+    base = ('dense_bf16_tflops = 100\nmemory_bandwidth_gb_s = 1000\nmemory_gib = 24\ninterconnect_gb_s = 64\n'
+            'pcie_gb_s = 64\n')
+    kernels = ('[kernels]\nnorm = [0.5, 2.0]\nrotary = [0.5, 2.0]\nactivation = [0.6, 1.0]\n'
+               'prefill_attention = [0.4, 0.1, 4.0]\ndecode_attention = [0.7, 14.0]\n'
+               '[allreduce]\ntp2 = [[10.0, 0.3], [40.0, 0.7]]\n')
+    path = tmp_path / "g.toml"
+    path.write_text(base + kernels)
+    g = load_gpu(str(path))
+    assert g.kernel_fit.prefill_attention == pytest.approx((0.4, 0.1e-6, 4e-6))
+    assert [pytest.approx(p) for p in ((10e-6, 0.3), (40e-6, 0.7))] == list(g.allreduce_protocols(2))
+    assert [pytest.approx((30e-6, 0.55))] == list(g.allreduce_protocols(4))  # not listed: the [efficiency] defaults
+    path.write_text(base + kernels.replace("rotary = [0.5, 2.0]\n", ""))
+    with pytest.raises(ConfigError, match=r"g.toml:\d+: kernels.rotary: missing field; expected \[efficiency, "):
+        load_gpu(str(path))
+    path.write_text(base + kernels.replace("[0.7, 14.0]", "[1.5, 14.0]"))
+    with pytest.raises(ConfigError, match=r"kernels.decode_attention\[0\]: expected efficiency a fraction"):
+        load_gpu(str(path))
+    path.write_text(base + kernels.replace("tp2 =", "two ="))
+    with pytest.raises(ConfigError, match=r"allreduce.two: unknown key; expected tpN"):
+        load_gpu(str(path))

@@ -154,7 +154,8 @@ class Run:
 
         if request_id is not None:
             return "\n".join(explain_request(self.result, request_id))
-        return "\n".join(explain_run(self.result, self.unchunked()))
+        cost = self.cost if not isinstance(self.cost, str) else None
+        return "\n".join(explain_run(self.result, self.unchunked(), cost))
 
     def plot_timeline(self) -> Any:
         """A plotly figure: request Gantt, tokens per step against the budget, KV blocks, queues (the report's)."""

@@ -282,7 +282,7 @@ def explain_request(result: SimResult, request_id: str, gaps: int = 3) -> list[s
         out.append(_preemption_text(result, p, phases[i + 1], r.prompt_len))
     if r.finish_time is not None and r.output_len > 1:
         tpot = (r.finish_time - r.token_times[0]) / (r.output_len - 1)
-        out.append(f"Then {r.output_len - 1} more tokens, TPOT {ms(tpot)}; finished at {ms(r.finish_time)} "
+        out.append(f"Then {_plural(r.output_len - 1, 'more token')}, TPOT {ms(tpot)}; finished at {ms(r.finish_time)} "
                    f"(E2EL {ms(r.e2el)}).")
     found = token_gaps(result, request_id)
     if found:
@@ -303,9 +303,10 @@ def _token_gap(result: SimResult, gap):
     return next((g for g in found if g.last_step == gap.step), found[0])
 
 
-def explain_run(result: SimResult, unchunked: SimResult | None = None) -> list[str]:
+def explain_run(result: SimResult, unchunked: SimResult | None = None, cost=None) -> list[str]:
     """Sentences on a run: what bound the schedule, where tail latency came from, preemptions and their cost,
-    overload; with `unchunked` (the same workload with chunked prefill off), what chunking changed."""
+    overload; with `unchunked` (the same workload with chunked prefill off), what chunking changed; with `cost`
+    (the run's cost model, with an engine profile), whether the host bound its decode steps."""
     from servesim.analysis.benchmark import benchmark_metrics
     from servesim.analysis.breakdown import request_breakdown
     from servesim.analysis.metrics import token_gaps
@@ -359,6 +360,12 @@ def explain_run(result: SimResult, unchunked: SimResult | None = None) -> list[s
     else:
         out.append("No request was preempted.")
     out.append(detect_overload(result).sentence())
+    if cost is not None:
+        from servesim.analysis.host_bound import host_bound_sentence
+
+        host = host_bound_sentence(result, cost)
+        if host:
+            out.append(host)
     if result.prefix_cache is not None:
         out.append(prefix_cache_sentence(result))
     out += chunking_sentences(result, unchunked)

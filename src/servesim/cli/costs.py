@@ -158,15 +158,20 @@ def gpus() -> None:
     """Built-in GPU specs (datasheet numbers) and their default efficiencies."""
     from servesim.cli.render import text_table
 
-    rows = [[name, f"{g.peak_flops / 1e12:.0f}", f"{g.memory_bandwidth / 1e9:.0f}", f"{g.memory_bytes / 2**30:.0f}",
+    rows = [[name, f"{g.peak_flops / 1e12:.0f}", "-" if g.fp8_flops is None else f"{g.fp8_flops / 1e12:.0f}",
+             f"{g.memory_bandwidth / 1e9:.0f}", f"{g.memory_bytes / 2**30:.0f}",
              f"{g.interconnect_bandwidth / 1e9:.0f}", f"{g.pcie_bandwidth / 1e9:.0f}",
-             f"{g.compute_efficiency:g}/{g.memory_efficiency:g}/{g.interconnect_efficiency:g}", ", ".join(g.aliases)]
+             f"{g.compute_efficiency:g}/{g.memory_efficiency:g}/{g.interconnect_efficiency:g}",
+             "uniform" if g.kernels is None else "fitted", ", ".join(g.aliases)]
             for name, g in builtin_gpus().items()]
     print("built-in GPUs (--gpu NAME or alias, or --gpu PATH.toml)\n")
-    print(text_table(["name", "TFLOP/s", "HBM GB/s", "GiB", "link GB/s", "PCIe GB/s", "eff c/m/l", "aliases"], rows,
-                     right={1, 2, 3, 4, 5}, width=shutil.get_terminal_size().columns))
-    print("\n" + textwrap.fill("TFLOP/s: dense bf16; link: GPU-to-GPU, both directions; eff c/m/l: the roofline's "
-                               "default compute, memory and link efficiencies", shutil.get_terminal_size().columns))
+    print(text_table(["name", "bf16 TFLOP/s", "FP8 TFLOP/s", "HBM GB/s", "GiB", "link GB/s", "PCIe GB/s", "eff c/m/l",
+                      "kernels", "aliases"], rows, right={1, 2, 3, 4, 5, 6}, width=shutil.get_terminal_size().columns))
+    print("\n" + textwrap.fill("TFLOP/s: dense tensor-core peaks (FP8: --quantization fp8; -: no FP8 tensor cores); "
+                               "link: GPU-to-GPU, both directions; eff c/m/l: the GEMMs' compute and memory "
+                               "efficiencies and NCCL's link efficiency where no TP size is fitted; kernels: "
+                               "per-operator constants fitted to measured profiles ([kernels] in the GPU file) or "
+                               "one efficiency for all", shutil.get_terminal_size().columns))
 
 
 @app.command("calibrate")

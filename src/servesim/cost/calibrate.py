@@ -259,10 +259,13 @@ def evaluate(rows: list[Measurement], model, gpu, params: CostParams | None = No
     p = params or CostParams.defaults(pred.gpu)
     by_tp = allreduce_by_tp or {}
     x = [p.compute_efficiency, p.memory_efficiency, p.kernel_latency, p.step_overhead]
-    protocols = max([len(by_tp.get(tp, p.allreduce)) for tp in pred.tps] or [1])
+    # Without a fit for a TP size: the GPU file's protocols for it (its [allreduce] table), as `Roofline` uses.
+    by_tp = {tp: by_tp.get(tp, p.allreduce if params else CostParams.defaults(pred.gpu, tp).allreduce)
+             for tp in pred.tps}
+    protocols = max([len(by_tp[tp]) for tp in pred.tps] or [1])
     pred.protocols = protocols
     for tp in pred.tps:
-        pairs = list(by_tp.get(tp, p.allreduce))
+        pairs = list(by_tp[tp])
         pairs += [pairs[-1]] * (protocols - len(pairs))
         x += [v for pair in pairs for v in pair]
     return _errors(pred.predict(np.array(x)), rows, np.arange(len(rows)))

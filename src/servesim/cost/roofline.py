@@ -69,9 +69,10 @@ class CostParams:
                                   f"got {show(pair)}")
 
     @classmethod
-    def defaults(cls, gpu: GpuSpec) -> CostParams:
+    def defaults(cls, gpu: GpuSpec, tp: int = 1) -> CostParams:
+        """The GPU file's constants; the all-reduce protocols fitted for this TP size where it has them."""
         return cls(gpu.compute_efficiency, gpu.memory_efficiency, gpu.kernel_latency, gpu.step_overhead,
-                   ((gpu.allreduce_latency, gpu.interconnect_efficiency),))
+                   gpu.allreduce_protocols(tp))
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +107,7 @@ class Roofline:
 
     __slots__ = ("name", "model", "gpu", "tp", "params", "kv_bytes_per_token", "_c", "_m", "_kl", "_L", "_gemms",
                  "_moe", "_cq", "_dw", "quantization", "kv_cache_dtype", "_attn_flops", "_attn_bytes_kv",
-                 "_attn_bytes_q", "_elem_bytes", "_elem_kernels",
+                 "_attn_bytes_q", "_elem_bytes", "_elem_s", "_elem_floor", "_ap", "_ad",
                  "_lm", "_sampler_bytes", "_ar_bytes", "_ar_count", "_ar_link", "_weights", "_act_bytes",
                  "_by_tokens", "_by_sampled", "_decode", "engine", "_car", "_kernels_layer", "_kernels_step", "_host")
 
@@ -135,7 +136,7 @@ class Roofline:
         self._by_tokens: dict[int, float] = {}
         self._by_sampled: dict[int, float] = {}
         self._decode: dict[int, tuple] = {}  # decode_stretch's constants per batch size
-        p = params or CostParams.defaults(g)
+        p = params or CostParams.defaults(g, tp)
         if engine is not None:  # the engine's host model takes the place of the flat per-step overhead
             p = replace(p, step_overhead=0.0)
         self.params, self.engine = p, engine
@@ -174,11 +175,21 @@ class Roofline:
         self._attn_bytes_kv = 2 * kv_heads * hd * dkv
         self._attn_bytes_q = (2 * heads + 2 * kv_heads) * hd * d
         self.kv_bytes_per_token = L * 2 * kv_heads * hd * dkv
-        # Norms (read x and residual, write both), rotary (q, k in and out), activation (in 2I/I, out I);
-        # plus the embedding lookup and the final norm once per step.
-        per_token = 8 * h + 2 * (heads + kv_heads) * hd + gate_up + inter
-        self._elem_bytes = (L * per_token + 2 * h + 4 * h) * d
-        self._elem_kernels = L * ELEMENTWISE_KERNELS_PER_LAYER + 2
+        kf, bw = g.kernel_fit, g.memory_bandwidth
+        # Attention's own constants (`servesim.cost.kernels`): prefill (s per FLOP, s per query token, floor, s per
+        # byte), decode (s per FLOP, s per byte, floor). A GPU file without [kernels] gives the uniform roofline.
+        ep, per_q, floor_p = kf.prefill_attention
+        ed, floor_d = kf.decode_attention
+        cp = 1.0 / (g.peak_flops * ep)
+        self._ap = (cp, per_q, floor_p, 1.0 / (bw * ed))
+        self._ad = (cp, 1.0 / (bw * ed), floor_d)
+        # Per layer: two fused_add_rms_norm (read x and residual, write both), rotary (q, k in and out), activation
+        # (in 2I/I, out I); per step the embedding lookup (at the GEMMs' bandwidth) and the final norm.
+        norm, rotary, act = 4 * h * d, 2 * (heads + kv_heads) * hd * d, (gate_up + inter) * d
+        self._elem_bytes = L * (2 * norm + rotary + act) + 2 * h * d + norm
+        (en, fn), (er, fr), (ea, fa) = kf.norm, kf.rotary, kf.activation
+        self._elem_s = (L * (2 * norm / en + rotary / er + act / ea) + norm / en) / bw + 2 * h * d * self._m
+        self._elem_floor = L * (2 * fn + fr + fa) + fn + p.kernel_latency
         self._lm = (h, vocab)
         self._sampler_bytes = SAMPLER_LOGIT_PASSES * 4 * m.vocab_size
         # Row-parallel o_proj and down_proj each end in an all-reduce of the hidden states, and so does the
@@ -260,14 +271,16 @@ class Roofline:
         hm = self._host
         if tokens == 0:
             return self.params.step_overhead if hm is None or device_only else hm[0]
-        c, mem, kl = self._c, self._m, self._kl
         attn = 0.0
         if pq:
-            fc, fm = self._attn_flops * ppairs * c, (self._attn_bytes_kv * pkv + self._attn_bytes_q * pq) * mem
-            attn += (fc if fc > fm else fm) + kl
+            cp, per_q, floor, mem = self._ap
+            fc = self._attn_flops * ppairs * cp + per_q * pq
+            fm = (self._attn_bytes_kv * pkv + self._attn_bytes_q * pq) * mem
+            attn += (fc if fc > fm else fm) + floor
         if dq:
-            fc, fm = self._attn_flops * dpairs * c, (self._attn_bytes_kv * dkv + self._attn_bytes_q * dq) * mem
-            attn += (fc if fc > fm else fm) + kl
+            cp, mem, floor = self._ad
+            fc, fm = self._attn_flops * dpairs * cp, (self._attn_bytes_kv * dkv + self._attn_bytes_q * dq) * mem
+            attn += (fc if fc > fm else fm) + floor
         sampled = num_decodes + shape.num_sampled
         device = self._fixed(tokens, sampled) + self._L * attn
         if hm is None or device_only:
@@ -300,6 +313,12 @@ class Roofline:
             else 0.0
         return device, e.host_time(len(shape.num_new_tokens), self.tp), issue
 
+    def idle_step_time(self, shape: StepShape) -> float:
+        """A step that starts on an idle engine (a first token with nothing else running): async scheduling hides a
+        step's host work behind the previous step's GPU work, and there is none, so host and device add up."""
+        device, host, issue = self.split(shape)
+        return host + (issue if issue > device else device)
+
     def _fixed(self, tokens: int, sampled: int) -> float:
         """Everything but attention: GEMMs, elementwise work, all-reduces and the step overhead depend on the token
         count alone, the LM head and sampler on the sampled count, so each is computed once per count (the
@@ -313,7 +332,7 @@ class Roofline:
                 layer += (fc if fc > fm else fm) + kl
             if self._moe is not None:
                 layer += self._moe_time(tokens)
-            t = self._L * layer + self._elem_bytes * tokens * self._m + self._elem_kernels * kl
+            t = self._L * layer + self._elem_s * tokens + self._elem_floor
             if self._ar_count:
                 t += self._ar_count * allreduce_time(self._ar_bytes * tokens, self.tp, self._ar_link,
                                                      self.params.allreduce, self._car)
@@ -333,8 +352,9 @@ class Roofline:
         `step_time`, step by step, so the same floats."""
         consts = self._decode.get(n)
         if consts is None:
-            consts = self._decode[n] = (self._fixed(n, n), self._L, self._kl, self._attn_flops, self._c,
-                                        self._attn_bytes_kv, self._m, self._attn_bytes_q * n)
+            cp, mem, floor = self._ad
+            consts = self._decode[n] = (self._fixed(n, n), self._L, floor, self._attn_flops, cp,
+                                        self._attn_bytes_kv, mem, self._attn_bytes_q * n)
         fixed, L, kl, af, c, bkv, mem, q = consts
         e = self.engine
         if k >= NUMPY_STRETCH:  # the same operations, in the same order, on arrays (IEEE: the same floats)
@@ -397,9 +417,17 @@ class Roofline:
                 if rows:
                     flops = self._attn_flops * sum(q * cx + q * (q + 1) // 2 for q, cx in rows)
                     nbytes = sum(self._attn_bytes_kv * (cx + q) + self._attn_bytes_q * q for q, cx in rows)
-                    add(label, flops * self._c, nbytes * self._m, L, flops, nbytes)
+                    if want:
+                        cp, mem, floor = self._ad
+                        fc = flops * cp
+                    else:
+                        cp, per_q, floor, mem = self._ap
+                        fc = flops * cp + per_q * sum(q for q, _ in rows)
+                    fm = nbytes * mem
+                    out.append(OpCost(label, L * (max(fc, fm) + floor), "compute" if fc > fm else "memory",
+                                      L * flops, L * nbytes))
             nbytes = self._elem_bytes * tokens
-            out.append(OpCost("norms, rotary, activation", nbytes * self._m + self._elem_kernels * kl, "memory",
+            out.append(OpCost("norms, rotary, activation", self._elem_s * tokens + self._elem_floor, "memory",
                               0.0, nbytes))
         if tokens and shape.num_sampled:
             fc, fm = self._gemm(shape.num_sampled, *self._lm, quantized=False)

@@ -16,6 +16,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, NoReturn
 
+from servesim.cost.kernels import KERNEL_FIELDS, KernelFit
 from servesim.errors import ConfigError, ServesimError
 
 if sys.version_info >= (3, 11):
@@ -32,7 +33,7 @@ NON_GATED_MODEL_TYPES = frozenset({"bloom", "gpt2", "gpt_neox", "gptj", "opt", "
 UNTIED_MODEL_TYPES = frozenset({"llama", "mistral", "mixtral", "qwen2", "qwen2_moe"})
 # A GPU TOML's keys (datasheet units) and its [efficiency] table's; anything else is refused as a likely typo.
 GPU_KEYS = ("name", "description", "aliases", "dense_bf16_tflops", "dense_fp8_tflops", "memory_bandwidth_gb_s",
-            "memory_gib", "interconnect_gb_s", "pcie_gb_s", "efficiency")
+            "memory_gib", "interconnect_gb_s", "pcie_gb_s", "efficiency", "kernels", "allreduce")
 GPU_EFFICIENCY_KEYS = ("compute", "memory", "interconnect", "allreduce_latency_us", "kernel_latency_us",
                        "step_overhead_ms")
 MAX_MEMORY_GIB = 2**30  # 1 EiB: keeps memory_bytes a float-convertible int
@@ -429,6 +430,10 @@ class GpuSpec:
     step_overhead: float = 1e-3  # seconds
     aliases: tuple[str, ...] = ()
     fp8_flops: float | None = None  # dense FP8 tensor-core FLOP/s; None: no FP8 tensor cores (A100)
+    kernels: KernelFit | None = None  # per-operator constants (the file's [kernels]); None: `KernelFit.uniform`
+    # NCCL all-reduce protocols per TP size (the file's [allreduce]): ((tp, ((latency s, efficiency), ...)), ...);
+    # a TP size not listed gets (allreduce_latency, interconnect_efficiency).
+    allreduce_by_tp: tuple[tuple[int, tuple[tuple[float, float], ...]], ...] = ()
 
     def __post_init__(self) -> None:
         """The rules `from_toml` applies with the file's line numbers, for a spec built in Python (NaN refused)."""
@@ -454,6 +459,21 @@ class GpuSpec:
             bad("aliases", "a tuple of strings")
         if self.fp8_flops is not None and not (is_finite(self.fp8_flops) and self.fp8_flops > 0):
             bad("fp8_flops", "a finite number > 0 or None")
+        for tp, protocols in self.allreduce_by_tp:
+            if not (is_int(tp) and tp >= 2 and protocols and all(
+                    is_finite(lat) and lat >= 0 and is_real(eff) and 0 < eff <= 1 for lat, eff in protocols)):
+                bad("allreduce_by_tp", "(tp >= 2, ((latency s >= 0, efficiency in (0, 1]), ...)) pairs")
+
+    @property
+    def kernel_fit(self) -> KernelFit:
+        """The per-operator constants: the file's, or one efficiency and floor for all (`KernelFit.uniform`)."""
+        if self.kernels is not None:
+            return self.kernels
+        return KernelFit.uniform(self.compute_efficiency, self.memory_efficiency, self.kernel_latency)
+
+    def allreduce_protocols(self, tp: int) -> tuple[tuple[float, float], ...]:
+        """NCCL's (latency s, efficiency) protocols at this TP size: the fitted ones where the file has them."""
+        return dict(self.allreduce_by_tp).get(tp, ((self.allreduce_latency, self.interconnect_efficiency),))
 
     @classmethod
     def from_toml(cls, data: dict, source: str, text: str | None = None) -> GpuSpec:
@@ -500,11 +520,60 @@ class GpuSpec:
             step_overhead=number("efficiency", "step_overhead_ms", default=1.0, kind="time") * 1e-3,
             aliases=tuple(aliases),
             fp8_flops=number("dense_fp8_tflops") * 1e12 if "dense_fp8_tflops" in data else None,
+            kernels=_kernels_table(doc, data, source),
+            allreduce_by_tp=_allreduce_table(doc, data),
         )
         try:  # a unit conversion can still under- or overflow (1e-320 TFLOP/s)
             return cls(**fields)
         except ConfigError as exc:
             raise ConfigError(f"{source}: {exc}") from None
+
+
+def _number_list(doc: InputDoc, value: Any, where: tuple[str | int, ...], fields: tuple[str, ...]) -> list[float]:
+    """A TOML array of len(fields) numbers: efficiencies in (0, 1], the rest >= 0."""
+    spelled = f"[{', '.join(fields)}]"
+    if not isinstance(value, list) or len(value) != len(fields):
+        doc.fail_type(where, value, f"an array {spelled}")
+    for i, (field, v) in enumerate(zip(fields, value)):
+        eff = field == "efficiency"
+        if not (is_finite(v) and (0 < v <= 1 if eff else v >= 0)):
+            doc.fail_type((*where, i), v, f"{field} {'a fraction in (0, 1]' if eff else 'a finite number >= 0'}"
+                                          f" (of {spelled})")
+    return [float(v) for v in value]
+
+
+def _kernels_table(doc: InputDoc, data: dict, source: str) -> KernelFit | None:
+    """[kernels]: every operator of `KERNEL_FIELDS` or none (a partial fit would mix two models silently)."""
+    table = data.get("kernels")
+    if table is None:
+        return None
+    if not isinstance(table, dict):
+        doc.fail_type(("kernels",), table, "a table [kernels]")
+    check_keys(doc, table, ("kernels",), tuple(KERNEL_FIELDS))
+    for name, fields in KERNEL_FIELDS.items():
+        if name not in table:
+            doc.fail(("kernels", name), f"missing field; expected [{', '.join(fields)}] (all of "
+                                        f"{', '.join(KERNEL_FIELDS)}, or no [kernels] table)")
+        table[name] = _number_list(doc, table[name], ("kernels", name), fields)
+    return KernelFit.from_file(table, source)
+
+
+def _allreduce_table(doc: InputDoc, data: dict) -> tuple:
+    """[allreduce]: `tp2 = [[latency_us, efficiency], ...]` per TP size."""
+    table = data.get("allreduce", {})
+    if not isinstance(table, dict):
+        doc.fail_type(("allreduce",), table, "a table [allreduce]")
+    out = []
+    for key, protocols in table.items():
+        tp = key[2:] if key.startswith("tp") else ""
+        if not (tp.isdigit() and int(tp) >= 2):
+            doc.fail(("allreduce", key), "unknown key; expected tpN (N >= 2 GPUs), e.g. tp2")
+        if not isinstance(protocols, list) or not protocols:
+            doc.fail_type(("allreduce", key), protocols, "a non-empty array of [latency_us, efficiency]")
+        pairs = [_number_list(doc, p, ("allreduce", key, i), ("latency_us", "efficiency"))
+                 for i, p in enumerate(protocols)]
+        out.append((int(tp), tuple((lat * 1e-6, eff) for lat, eff in pairs)))
+    return tuple(sorted(out))
 
 
 def _data_dir(kind: str):
