@@ -81,6 +81,19 @@ class SimOptions:
                                                         "prefixes, num_prompts // this prompts each.")] = 10
     prefix_repetition_output_len: Annotated[int, _opt("--prefix-repetition-output-len", help="...: output "
                                                       "tokens.")] = 128
+    num_conversations: Annotated[int | None, _opt("--num-conversations", help="--workload multi-turn: "
+                                                  "conversations (default 32), the first turns at "
+                                                  "--request-rate (default: all at 0).")] = None
+    num_turns: Annotated[int | None, _opt("--num-turns", help="...: turns per conversation (default 5); each "
+                                          "turn's prompt is the conversation so far.")] = None
+    turn_input_len: Annotated[int | None, _opt("--turn-input-len", help="...: tokens of each user message "
+                                               "(default 256).")] = None
+    turn_output_len: Annotated[int | None, _opt("--turn-output-len", help="...: tokens of each answer (default "
+                                                "128).")] = None
+    common_prefix_len: Annotated[int | None, _opt("--common-prefix-len", help="...: a system prompt shared by "
+                                                  "every conversation (default 0).")] = None
+    think_time: Annotated[float | None, _opt("--think-time", help="...: seconds from an answer's last token to "
+                                             "the next turn (closed loop; default 0).")] = None
     max_concurrency: Annotated[int | None, _opt("--max-concurrency", help="vllm bench serve's cap on requests in "
                                                 "flight (not modelled yet: refused).")] = None
     window: WindowOpt = None
@@ -159,6 +172,8 @@ class SimOptions:
                                                                     "0).")] = None
 
     def requests(self) -> list[Request]:
+        if self.workload_name() == MULTI_TURN:
+            return self.conversations()
         reqs = workload_from_options(self.workload_name(), **self.loader_options())
         if self.dataset_name == "prefix_repetition":
             return repeated_prefixes(reqs, self.prefix_repetition_prefix_len, self.prefix_repetition_num_prefixes,
@@ -166,6 +181,25 @@ class SimOptions:
         if self.random_prefix_len:
             reqs = shared_prefix(reqs, self.random_prefix_len)
         return reqs
+
+    def conversations(self) -> list[Request]:
+        """--workload multi-turn (`servesim.workloads.sessions.conversations`)."""
+        from servesim.workloads.sessions import conversations
+
+        given = [flag for flag, v in (("--num-prompts", self.num_requests), ("--prompt-len", self.prompt_len),
+                                      ("--output-len", self.output_len), ("--window", self.window),
+                                      ("--rate-scale", self.rate_scale)) if v is not None]
+        if given or self.burstiness != 1.0:
+            raise ConfigError(f"{(given or ['--burstiness'])[0]}: --workload multi-turn is shaped by "
+                              "--num-conversations, --num-turns, --turn-input-len, --turn-output-len, "
+                              "--common-prefix-len, --think-time and --request-rate")
+        rate = math.inf if self.request_rate is None else self.request_rate
+        return conversations(
+            32 if self.num_conversations is None else self.num_conversations,
+            5 if self.num_turns is None else self.num_turns,
+            256 if self.turn_input_len is None else self.turn_input_len,
+            128 if self.turn_output_len is None else self.turn_output_len,
+            self.common_prefix_len or 0, self.think_time or 0.0, rate, self.seed)
 
     def workload_name(self) -> str:
         if self.dataset_name is not None:
@@ -179,6 +213,14 @@ class SimOptions:
         return self.workload
 
     def loader_options(self) -> dict[str, Any]:
+        turns = [flag for flag, v in (("--num-conversations", self.num_conversations), ("--num-turns", self.num_turns),
+                                      ("--turn-input-len", self.turn_input_len),
+                                      ("--turn-output-len", self.turn_output_len),
+                                      ("--common-prefix-len", self.common_prefix_len),
+                                      ("--think-time", self.think_time)) if v is not None]
+        if turns:
+            raise ConfigError(f"{turns[0]} shapes --workload multi-turn; add --workload multi-turn (a trace's "
+                              "sessions come from its session id column)")
         if self.max_concurrency is not None:
             raise ConfigError("--max-concurrency: servesim's client is open-loop (every request is sent at its "
                               "arrival time); a cap on requests in flight is not modelled yet")
@@ -260,6 +302,7 @@ class SimOptions:
                 + " (override with " + " ".join(f"--{k.replace('_', '-')}" for k in applied) + ")")
 
 
+MULTI_TURN = "multi-turn"  # the generated multi-turn sessions (closed loop): see `SimOptions.conversations`
 PREFIX_BLOCK = 16  # tokens per hash id of a shared random prefix: split or grouped into any vLLM block size >= 1
 
 

@@ -29,7 +29,8 @@ workload_app = typer.Typer(help="Inspect, transform and generate workloads.", no
 app.add_typer(workload_app, name="workload")
 
 WorkloadOpt = Annotated[
-    str, typer.Option("--workload", "-w", help="A built-in name, a trace file, or 'random' (synthetic lengths).")
+    str, typer.Option("--workload", "-w", help="A built-in name, a trace file, 'random' (synthetic lengths) or, "
+                      "to simulate, 'multi-turn' (generated conversations).")
 ]
 FormatOpt = Annotated[
     str | None,

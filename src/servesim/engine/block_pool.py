@@ -29,7 +29,9 @@ GENERATED = "generated"  # the one token id every generated token has
 def block_hashes(hash_ids: Sequence[object], prompt_len: int, num_tokens: int, block_size: int,
                  known: list[BlockHash] | None = None) -> list[BlockHash]:
     """The chained identities of a request's full blocks, over its first `num_tokens` tokens (prompt, then
-    generated tokens). `hash_ids`: one id per `block_size` prompt tokens, the last block possibly partial.
+    generated tokens). `hash_ids`: one id per `block_size` prompt tokens, the last block possibly partial. (For
+    hash_ids that cover prompt and outputs, `Request.hash_scope` "sequence", `prompt_len` is their whole length:
+    every block is then known by its id.)
     `known`: the chain so far, extended in place (a decode adds one block every `block_size` steps); once it
     covers the prompt, `hash_ids` is not read (and may be empty).
 

@@ -86,7 +86,7 @@ def split_hash_ids(r, block_size: int) -> Sequence:
     hbs = r.hash_block_size
     if not hbs or hbs == block_size:
         return r.hash_ids
-    return _BlockIds(r.hash_ids, hbs, block_size, r.prompt_len)
+    return _BlockIds(r.hash_ids, hbs, block_size, r.hashed_len)
 
 
 class _BlockIds(Sequence):
@@ -94,10 +94,10 @@ class _BlockIds(Sequence):
 
     __slots__ = ("ids", "per", "split", "n")
 
-    def __init__(self, ids: Sequence, hash_block_size: int, block_size: int, prompt_len: int) -> None:
+    def __init__(self, ids: Sequence, hash_block_size: int, block_size: int, hashed_len: int) -> None:
         self.ids, self.split = ids, hash_block_size > block_size
         self.per = hash_block_size // block_size if self.split else block_size // hash_block_size
-        self.n = -(-prompt_len // block_size) if self.split else -(-len(ids) // self.per)
+        self.n = -(-hashed_len // block_size) if self.split else -(-len(ids) // self.per)
 
     def __len__(self) -> int:
         return self.n
@@ -162,7 +162,7 @@ class PrefixCachingKV(KVCache):
         known = state.block_hashes
         if known is None or len(known) < num_tokens // bs:
             ids = split_hash_ids(r, bs)
-            known = state.block_hashes = block_hashes(ids, r.prompt_len, num_tokens, bs, known)
+            known = state.block_hashes = block_hashes(ids, r.hashed_len, num_tokens, bs, known)
         return known
 
     def lookup(self, state: RequestState) -> list[int]:

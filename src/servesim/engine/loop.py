@@ -9,6 +9,8 @@ finishes it. When nothing can run, the clock jumps to the next arrival. No rando
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
+from heapq import heappop, heappush
 
 from servesim.cost import CostModel, StepShape, get_cost_model
 from servesim.engine.config import EngineConfig
@@ -68,7 +70,8 @@ class Engine:
                  "emit", "records_left",
                  "log", "fast", "states", "rejected", "arriving", "arrival_times", "nxt", "next_arrival", "now",
                  "step", "n_done", "arrivals",
-                 "release", "preemptions", "swap_seconds_per_block", "check_invariants", "_sink")
+                 "release", "preemptions", "swap_seconds_per_block", "check_invariants", "_sink", "followers",
+                 "pending", "num_served")
 
     def __init__(self, requests: Sequence[Request], cfg: EngineConfig, policy: str, cost: CostModel, record: str,
                  sink: Callable[[StepRecord], None] | None, max_records: int | None, fast: bool,
@@ -98,9 +101,16 @@ class Engine:
         order = sorted(range(len(requests)), key=lambda i: (requests[i].arrival_time, i))
         self.states = [RequestState(requests[i], i) for i in order]
         # requests longer than max_model_len fail at once, as vLLM rejects them; they never reach the queue
-        rejected = set(too_long(requests, cfg.max_model_len)) if cfg.max_model_len < _longest(requests) else ()
+        rejected = set(too_long(requests, cfg.max_model_len)) if cfg.max_model_len < _longest(requests) else set()
+        # closed loop: a request sent `after` another waits for its last token (a rejected turn ends its session)
+        self.followers: dict[int, list[RequestState]] = {}
+        self.pending: list[tuple[float, int, RequestState]] = []  # followers released, by arrival (a heap)
+        if any(r.after is not None for r in requests):
+            self.followers = followers(requests, self.states, rejected)
+            self.sched.on_finish = self.release_followers
         self.rejected = tuple(requests[i].request_id for i in sorted(rejected))
-        self.arriving = [s for s in self.states if s.index not in rejected] if rejected else self.states
+        self.num_served = len(requests) - len(rejected)
+        self.arriving = [s for s in self.states if s.index not in rejected and s.request.after is None]
         self.arrival_times = [s.request.arrival_time for s in self.arriving] + [None]  # None: no more arrivals
         self.nxt = 0  # the next state to arrive
         self.next_arrival: float | None = None
@@ -113,7 +123,7 @@ class Engine:
 
     def run(self, progress: Callable[[float, int, int, int], None] | None = None) -> None:
         """Iterate until every request has finished: the lesson's story in order, one step at a time."""
-        total, ticks, sched, fast = len(self.arriving), 0, self.sched, self.fast
+        total, ticks, sched, fast = self.num_served, 0, self.sched, self.fast
         async_prefix = getattr(self.kv, "async_step", None) is not None
         while self.n_done < total or self.release:  # async: the last seats come back one step later
             ticks += 1
@@ -147,14 +157,47 @@ class Engine:
         self.arrivals = []
 
     def add_arrivals(self) -> None:
-        """Every request with `arrival_time <= now` joins the waiting queue."""
+        """Every request with `arrival_time <= now` joins the waiting queue (followers released by their previous
+        turn's last token among them, in (arrival, workload) order)."""
         nxt, times, now = self.nxt, self.arrival_times, self.now
+        if self.pending and self.pending[0][0] <= now:
+            self._add_with_followers()
+            return
         while times[nxt] is not None and times[nxt] <= now:
             self.sched.add_request(self.arriving[nxt])
             if self.keep_records:
                 self.arrivals.append(self.arriving[nxt].request_id)
             nxt += 1
         self.nxt, self.next_arrival = nxt, times[nxt]
+        if self.pending and (self.next_arrival is None or self.pending[0][0] < self.next_arrival):
+            self.next_arrival = self.pending[0][0]
+
+    def _add_with_followers(self) -> None:
+        nxt, times, now, pending = self.nxt, self.arrival_times, self.now, self.pending
+        come = []
+        while times[nxt] is not None and times[nxt] <= now:
+            come.append((times[nxt], self.arriving[nxt].index, self.arriving[nxt]))
+            nxt += 1
+        while pending and pending[0][0] <= now:
+            come.append(heappop(pending))
+        for _, _, s in sorted(come, key=lambda c: c[:2]):
+            self.sched.add_request(s)
+            if self.keep_records:
+                self.arrivals.append(s.request_id)
+        self.nxt = nxt
+        self.next_arrival = min((t for t in (times[nxt], pending[0][0] if pending else None) if t is not None),
+                                default=None)
+
+    def release_followers(self, s: RequestState) -> None:
+        """`s` is done: the turns sent after it arrive `think_time` after its last token (not before their own
+        `arrival_time`)."""
+        for f in self.followers.pop(s.index, ()):
+            r = f.request
+            t = max(r.arrival_time, s.finish_time + r.think_time)
+            f.request = replace(r, arrival_time=t)
+            heappush(self.pending, (t, f.index, f))
+            if self.next_arrival is None or t < self.next_arrival:
+                self.next_arrival = t
 
     def idle(self, out: SchedulerOutput) -> bool:
         """Nothing can run: the clock jumps to the next arrival, and no step is recorded."""
@@ -261,6 +304,24 @@ class Engine:
                                       kv.lost_tokens if tracked else None, kv.lost_admissions if tracked else None)
         return SimResult(self.policy, self.cost.name, cfg, tuple(self.steps), timelines, tuple(self.preemptions),
                          step_log, self.record, self.rejected, prefix)
+
+
+def followers(requests: Sequence[Request], states: list[RequestState], rejected: set[int]
+              ) -> dict[int, list[RequestState]]:
+    """The requests sent after each request (by index); a follower of a rejected request is rejected too (its
+    session ends there). `resolve_config` has checked that each `after` names an earlier request."""
+    index = {r.request_id: i for i, r in enumerate(requests)}
+    by_index = {s.index: s for s in states}
+    out: dict[int, list[RequestState]] = {}
+    for i, r in enumerate(requests):
+        if r.after is None:
+            continue
+        before = index[r.after]
+        if before in rejected:
+            rejected.add(i)
+        else:
+            out.setdefault(before, []).append(by_index[i])
+    return out
 
 
 def _longest(requests: Sequence[Request]) -> int:

@@ -23,6 +23,9 @@ def _check_count(name: str, value: object, minimum: int) -> None:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value}")
 
 
+HASH_SCOPES = ("prompt", "sequence")
+
+
 @dataclass(frozen=True, slots=True)
 class Request:
     """What arrives: an id, an arrival time in seconds, and how many tokens go in and come out."""
@@ -36,6 +39,14 @@ class Request:
     # for prefix caching; None: the prompt shares nothing with any other
     hash_ids: tuple | None = None
     hash_block_size: int | None = None  # tokens per hash id (Mooncake: 512); None: the engine's block_size
+    # what hash_ids cover: "prompt" (Mooncake: the prompt's blocks; generated tokens are known only as generated)
+    # or "sequence" (the blocks of prompt and outputs: a conversation's token stream, so that the next turn's
+    # prompt, which extends this turn's prompt and answer, hits this turn's blocks)
+    hash_scope: str = "prompt"
+    # closed loop (multi-turn sessions): the request (the conversation's previous turn) this one is sent after;
+    # it arrives `think_time` seconds after that one's last token, and not before `arrival_time`
+    after: str | None = None
+    think_time: float = 0.0
 
     def __post_init__(self) -> None:
         _check_count("prompt_len", self.prompt_len, 1)
@@ -45,6 +56,18 @@ class Request:
         t = self.arrival_time
         if isinstance(t, bool) or not isinstance(t, int | float) or not t >= 0 or t == float("inf"):
             raise ValueError(f"arrival_time must be a finite number of seconds >= 0, got {t!r}")
+        if self.hash_scope not in HASH_SCOPES:
+            raise ValueError(f"hash_scope must be one of {', '.join(HASH_SCOPES)}, got {self.hash_scope!r}")
+        w = self.think_time
+        if isinstance(w, bool) or not isinstance(w, int | float) or not w >= 0 or w == float("inf"):
+            raise ValueError(f"think_time must be a finite number of seconds >= 0, got {w!r}")
+        if self.after == self.request_id:
+            raise ValueError(f"request {self.request_id!r} cannot be sent after itself")
+
+    @property
+    def hashed_len(self) -> int:
+        """The tokens its hash_ids cover: the prompt, or prompt and outputs."""
+        return self.prompt_len + (self.output_len if self.hash_scope == "sequence" else 0)
 
 
 def unchecked_requests(ids, arrival_time, prompt_len, output_len, priority, hash_ids=None,
@@ -64,6 +87,9 @@ def unchecked_requests(ids, arrival_time, prompt_len, output_len, priority, hash
         put(r, "priority", q)
         put(r, "hash_ids", h)
         put(r, "hash_block_size", hash_block_size if h is not None else None)
+        put(r, "hash_scope", "prompt")
+        put(r, "after", None)
+        put(r, "think_time", 0.0)
         out.append(r)
     return out
 

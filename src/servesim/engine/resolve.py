@@ -43,6 +43,7 @@ def resolve_config(
                 raise ConfigError(f"request_id {r.request_id!r}: used by requests {seen[r.request_id]} and {i} "
                                   "(counting from 0); expected every request id once")
             seen[r.request_id] = i
+    _check_after(requests)
     if not policy_class(policy).chunked:
         config = replace(config, enable_chunked_prefill=False)
     budget, max_num_seqs = vllm_serve_defaults(getattr(cost, "gpu", None))
@@ -64,9 +65,10 @@ def resolve_config(
             if hbs % cfg.block_size and cfg.block_size % hbs:
                 raise ConfigError(f"request {r.request_id}: hash_ids of {hbs}-token blocks cannot be split into "
                                   f"or grouped as block_size {cfg.block_size}; expected a multiple or a divisor")
-            if len(r.hash_ids) != blocks_for(r.prompt_len, hbs):
-                raise ConfigError(f"request {r.request_id}: {len(r.hash_ids)} hash_ids for a {r.prompt_len}-token "
-                                  f"prompt; expected one per {hbs}-token block ({blocks_for(r.prompt_len, hbs)})")
+            if len(r.hash_ids) != blocks_for(r.hashed_len, hbs):
+                what = "prompt" if r.hash_scope == "prompt" else "prompt and output"
+                raise ConfigError(f"request {r.request_id}: {len(r.hash_ids)} hash_ids for a {r.hashed_len}-token "
+                                  f"{what}; expected one per {hbs}-token block ({blocks_for(r.hashed_len, hbs)})")
     allowed = min(longest, cfg.max_model_len)
     if cfg.usable_blocks is None or blocks_for(allowed - 1, cfg.block_size) <= cfg.usable_blocks:
         return cfg  # the longest request allowed fits in the pool, so every one does
@@ -87,3 +89,15 @@ def too_long(requests: Sequence[Request], max_model_len: int) -> list[int]:
     """Indices of the requests vLLM rejects: prompt + output tokens beyond `max_model_len` ("This model's maximum
     context length is N tokens"); `vllm bench serve` counts them as failed."""
     return [i for i, r in enumerate(requests) if r.prompt_len + r.output_len > max_model_len]
+
+
+def _check_after(requests: Sequence[Request]) -> None:
+    """A closed-loop request is sent after an earlier request of the workload (a conversation's previous turn)."""
+    if not any(r.after is not None for r in requests):
+        return
+    seen: set[str] = set()
+    for i, r in enumerate(requests):
+        if r.after is not None and r.after not in seen:
+            raise ConfigError(f"request {r.request_id!r} (request {i}, counting from 0): after={r.after!r} names no "
+                              "earlier request; expected the id of a request before it in the workload")
+        seen.add(r.request_id)

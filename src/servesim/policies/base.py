@@ -50,6 +50,7 @@ class Scheduler:
         self.step_index = 0
         self.out = SchedulerOutput()
         self.prefix = False  # the KV pool is a prefix cache (`use_prefix_cache`)
+        self.on_finish = None  # the engine's hook for closed-loop followers (multi-turn sessions)
 
     def use_prefix_cache(self) -> None:
         from servesim.engine.kv import PrefixCachingKV
@@ -76,6 +77,8 @@ class Scheduler:
         s.status = RequestStatus.FINISHED
         self.kv.free(s)
         self.running.remove(s)
+        if self.on_finish is not None:
+            self.on_finish(s)
 
     # -- verbs for policies -------------------------------------------------------------------------------------
     def admit(self, s: RequestState, num_new_tokens: int) -> None:

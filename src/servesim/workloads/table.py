@@ -117,8 +117,13 @@ class RequestTable:
         if self.hash_ids is not None and self.hash_offsets is not None:  # block identities, for prefix caching
             ids, off = self.hash_ids.tolist(), self.hash_offsets.tolist()
             hashes = [tuple(ids[off[i]:off[i + 1]]) or None for i in range(len(self))]
-        return unchecked_requests(self.request_ids, t.tolist(), self.prompt_len.tolist(),
-                                  self.output_len.tolist(), prio, hashes, self.hash_block_size)
+        out = unchecked_requests(self.request_ids, t.tolist(), self.prompt_len.tolist(),
+                                 self.output_len.tolist(), prio, hashes, self.hash_block_size)
+        if self.session_id is not None:  # multi-turn sessions: a turn's prompt extends the conversation so far
+            from servesim.workloads.sessions import session_requests
+
+            out = session_requests(out, self.session_id)
+        return out
 
     def take(self, index: np.ndarray) -> RequestTable:
         """The rows at `index`, which must keep arrival order (an increasing subset)."""
