@@ -200,3 +200,16 @@ def test_cli_report_without_plotly_is_one_line(tmp_path, monkeypatch, capsys):
     assert code == 2
     assert err.strip() == "servesim: error: the report's figures need plotly: pip install 'servesim[plot]'"
     assert not (tmp_path / "r.html").exists()
+
+
+def test_kv_panel_shows_cached_free_blocks_under_prefix_caching():
+    # tests/test_block_pool.py's A then B with one prompt: cached free blocks 0, 0, 1, 1 after each step's schedule
+    from servesim import Request
+    from servesim.report.figures import timeline_figure
+
+    reqs = [Request("A", 0.0, 64, 2, hash_ids=(1, 2, 3, 4)), Request("B", 5.0, 64, 2, hash_ids=(1, 2, 3, 4))]
+    r = simulate(reqs, EngineConfig(max_num_batched_tokens=256, max_num_seqs=4, num_gpu_blocks=21), "vllm", "unit")
+    assert step_panel(r).kv_cached.tolist() == [0, 0, 1, 1]
+    names = [t.name for t in timeline_figure(run_view("vllm", r)).data]
+    assert "KV blocks free, cached (prefix)" in names
+    assert step_panel(seed("vllm")).kv_cached is None  # no prefix cache: no such line

@@ -79,6 +79,10 @@ def _steps(fig, view: RunView, k: float) -> None:
                                  line={"color": "#d62728"}), row=3, col=1)
         fig.add_trace(go.Scatter(x=start, y=p.kv_free, mode="lines", line_shape="hv", name="KV blocks free",
                                  line={"color": "#2ca02c"}), row=3, col=1)
+    if p.kv_cached is not None:
+        fig.add_trace(go.Scatter(x=start, y=p.kv_cached, mode="lines", line_shape="hv",
+                                 name="KV blocks free, cached (prefix)", line={"color": "#9467bd", "dash": "dot"}),
+                      row=3, col=1)
     fig.add_trace(go.Scatter(x=start, y=p.running, mode="lines", line_shape="hv", name="running",
                              line={"color": "#1f77b4"}), row=4, col=1)
     fig.add_trace(go.Scatter(x=start, y=p.waiting, mode="lines", line_shape="hv", name="waiting",

@@ -38,6 +38,7 @@ class StepPanel:
     kv_used: np.ndarray | None  # blocks; None with unlimited KV
     kv_free: np.ndarray | None
     binned: bool
+    kv_cached: np.ndarray | None = None  # prefix caching: free blocks still holding cached KV (part of kv_free)
 
 
 @dataclass(slots=True)
@@ -84,10 +85,13 @@ def step_panel(result: SimResult, max_points: int = MAX_POINTS) -> StepPanel:
             "running": log.num_running_after.astype(float), "waiting": log.num_waiting_after.astype(float)}
     if usable is not None:
         cols |= {"kv_used": usable - free, "kv_free": free}
+    cached = getattr(log, "cached_free_blocks_after_schedule", None)
+    if cached is not None:
+        cols["kv_cached"] = cached.astype(float)
     steps = np.arange(n)
     if n <= max_points:
         return StepPanel(start, dur, steps, steps, budget=np.full(n, budget), binned=False,
-                         kv_used=cols.get("kv_used"), kv_free=cols.get("kv_free"),
+                         kv_used=cols.get("kv_used"), kv_free=cols.get("kv_free"), kv_cached=cols.get("kv_cached"),
                          **{k: cols[k] for k in ("decode", "prefill", "running", "waiting")})
     edges = np.linspace(float(start[0]), float(start[-1] + dur[-1]), max_points + 1)
     which = np.clip(np.searchsorted(edges, start, side="right") - 1, 0, max_points - 1)
@@ -98,6 +102,7 @@ def step_panel(result: SimResult, max_points: int = MAX_POINTS) -> StepPanel:
     last = np.searchsorted(which, np.flatnonzero(keep), side="right") - 1
     return StepPanel(edges[:-1][keep], np.diff(edges)[keep], first, last, budget=np.full(int(keep.sum()), budget),
                      binned=True, kv_used=means.get("kv_used"), kv_free=means.get("kv_free"),
+                     kv_cached=means.get("kv_cached"),
                      **{k: means[k] for k in ("decode", "prefill", "running", "waiting")})
 
 
