@@ -315,3 +315,16 @@ def test_async_scheduling_registers_decode_blocks_one_step_later(async_schedulin
         len(engine.kv.pool.block_hash)), None, fast=False, check_invariants=False)
     engine.run()
     assert counts == registered
+
+
+def test_prompts_given_as_token_ids():
+    # token ids are hash ids of 1-token blocks, grouped into block_size blocks (a block is the tuple of its tokens):
+    # B shares A's first 40 tokens, so 2 full blocks of 16 (32 tokens) hit, not 40
+    from servesim import EngineConfig, Request, simulate
+
+    a = tuple(range(100, 164))
+    b = a[:40] + tuple(range(500, 524))
+    reqs = [Request("A", 0.0, 64, 1, hash_ids=a, hash_block_size=1), Request("B", 5.0, 64, 1, hash_ids=b,
+                                                                              hash_block_size=1)]
+    r = simulate(reqs, EngineConfig(max_num_batched_tokens=256, max_num_seqs=4, num_gpu_blocks=21), "vllm", "unit")
+    assert [t.num_cached_tokens for t in r.requests] == [0, 32]
