@@ -328,3 +328,17 @@ def test_prompts_given_as_token_ids():
                                                                               hash_block_size=1)]
     r = simulate(reqs, EngineConfig(max_num_batched_tokens=256, max_num_seqs=4, num_gpu_blocks=21), "vllm", "unit")
     assert [t.num_cached_tokens for t in r.requests] == [0, 32]
+
+
+def test_the_cost_model_charges_the_uncached_tokens_against_the_whole_context():
+    # B's 48 cached tokens are not computed again: its step is a 16-token chunk whose attention reads a 48-token
+    # context (the roofline's prefill attention grows with the context), not a 64-token chunk from 0
+    from servesim import EngineConfig, Request, simulate
+    from servesim.cost import StepShape, get_cost_model
+
+    cost = get_cost_model("roofline", model="llama-3-8b", gpu="h100-80gb", tp=1)
+    reqs = [Request("A", 0.0, 64, 2, hash_ids=(1, 2, 3, 4)), Request("B", 5.0, 64, 2, hash_ids=(1, 2, 3, 4))]
+    r = simulate(reqs, EngineConfig(max_num_batched_tokens=256, max_num_seqs=4, num_gpu_blocks=21), "vllm", cost)
+    step = next(s for s in r.steps if any(e.id == "B" and e.num_cached_tokens for e in s.scheduled))
+    assert step.duration == cost.step_time(StepShape((16,), (48,), (False,), 1))
+    assert step.duration < cost.step_time(StepShape((64,), (0,), (False,), 1))
