@@ -194,6 +194,8 @@ def test_kv_counter_shows_cached_blocks_under_prefix_caching():
     r = simulate(reqs, EngineConfig(max_num_batched_tokens=256, max_num_seqs=4, num_gpu_blocks=21), "vllm", "unit")
     kv = {e["ts"]: e["args"] for e in trace_events(r)[0]["traceEvents"] if e.get("name") == "KV blocks"}
     assert [kv[s.start_time * 1e6]["cached"] for s in r.steps] == [0, 0, 1, 1]  # each step's sample
+    # while the engine idles (2-5 s) the pool is as A's finish left it: all 20 blocks free, none held
+    assert (kv[2e6]["used"], kv[2e6]["free"]) == (0, 20)
     plain = [e["args"] for e in trace_events(seed("vllm", max_num_batched_tokens=256, num_gpu_blocks=200))[0][
         "traceEvents"] if e.get("name") == "KV blocks"]
     assert all("cached" not in a for a in plain)

@@ -145,9 +145,11 @@ def _step_events(result: SimResult, groups: int) -> list[dict]:
             out.append(_slice(STEPS_TID, f"steps {a}-{b - 1}", start, end, "steps", args))
         out += _counters(_us(start), mean["used"] if kv else None, mean["free"] if kv else None, mean.get("cached"),
                          mean["running"], mean["waiting"], mean["decode"], mean["prefill"], mean["budget"])
-        if b < n and times.start[b] > times.end[b - 1]:  # the engine idles until the next arrival
-            out += _counters(_us(end), mean["used"] if kv else None, mean["free"] if kv else None,
-                             mean.get("cached"), mean["running"], mean["waiting"], 0.0, 0.0, mean["budget"])
+        if b < n and times.start[b] > times.end[b - 1]:  # the engine idles until the next arrival: the pool as the
+            last = steps[b - 1]  # last step left it (its finishers' blocks back), nothing scheduled
+            free = last.free_blocks_after_step
+            out += _counters(_us(end), result.config.usable_blocks - free if kv else None, free if kv else None,
+                             None, last.num_running_after, last.num_waiting_after, 0.0, 0.0, mean["budget"])
     return out
 
 
