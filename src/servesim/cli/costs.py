@@ -177,38 +177,142 @@ def gpus() -> None:
 @app.command("calibrate")
 def calibrate_cmd(
     measured: Annotated[Path, typer.Argument(help="CSV of measurements: operator,tp,num_tokens,size_bytes,decodes,"
-                                             "context,prefill,time_ms (see docs/cost-models.md).")],
+                                             "context,prefill,time_ms; or a `vllm bench serve --save-result "
+                                             "--save-detailed` JSON (see docs/cost-models.md).")],
     model: Annotated[str, typer.Option(help="Model measured (name or PATH/config.json).")],
     gpu: Annotated[str, typer.Option(help="GPU measured on (name, alias or PATH.toml).")],
-    tp: Annotated[int, typer.Option(help="Tensor-parallel size the profile defaults to as --cost.")] = 1,
+    tp: Annotated[int, typer.Option(help="Tensor-parallel size the profile defaults to as --cost (and the vLLM "
+                                         "result's run).")] = 1,
     output: Annotated[Path, typer.Option("-o", "--output", help="Profile to write (JSON).")] = Path("profile.json"),
-    seed: Annotated[int, typer.Option(help="Seed of the split into fitted and held-out halves.")] = 0,
+    seed: Annotated[int, typer.Option(help="CSV: the seed of the split into fitted and held-out halves; vLLM "
+                                           "result: vllm bench serve's --seed, for the arrivals.")] = 0,
+    engine: Annotated[str | None, typer.Option(help="Fit this engine profile's host constants too: vllm-0.33 | "
+                                               "vllm-0.2 | trtllm | sglang [a vLLM result: vllm-0.33].")] = None,
+    enforce_eager: Annotated[bool | None, typer.Option("--enforce-eager/--no-enforce-eager", help="No CUDA graphs "
+                                                       "[default: the preset's].")] = None,
+    distributed_executor_backend: Annotated[str | None, typer.Option(help="mp | ray [default: the preset's].")] = None,
+    disable_custom_all_reduce: Annotated[bool | None, typer.Option(
+        "--disable-custom-all-reduce/--enable-custom-all-reduce", help="NCCL only [default: the preset's].")] = None,
+    async_scheduling: Annotated[bool | None, typer.Option("--async-scheduling/--no-async-scheduling", help="Host "
+                                                          "work overlaps the GPU's [default: the preset's].")] = None,
+    request_rate: Annotated[float | None, typer.Option(help="vLLM result: the run's --request-rate [default: the "
+                                                       "file's request_rate].")] = None,
+    burstiness: Annotated[float | None, typer.Option(help="vLLM result: the run's --burstiness [default: the "
+                                                     "file's, else 1].")] = None,
+    max_num_seqs: Annotated[int | None, typer.Option(help="vLLM result: the server's --max-num-seqs [default: "
+                                                     "vLLM's for the GPU].")] = None,
+    max_num_batched_tokens: Annotated[int | None, typer.Option(help="vLLM result: the server's "
+                                                               "--max-num-batched-tokens [default: vLLM's].")] = None,
 ) -> None:
     """Fit efficiencies and overheads (bounded least squares) to measured times; write a profile for --cost.
 
-    Reports MAPE and the worst error on the half of the rows held out from the fit.
+    Reports MAPE and the worst error on the half of the rows held out from the fit. With --engine (or a vLLM
+    result file) the engine's host constants are fitted too, from the step rows (or by simulating the file's
+    requests), the GPU part taken from the operator rows' fit or the GPU file.
     """
-    from servesim.cost.calibrate import calibrate, read_measurements
-    from servesim.cost.profile import profile_dict, save_profile
-    from servesim.cost.specs import load_gpu
     from servesim.export.paths import check_output_file
 
     check_output_file(output, "--output")
-    rows = read_measurements(measured)
+    flags = {"enforce_eager": enforce_eager, "distributed_executor_backend": distributed_executor_backend,
+             "disable_custom_all_reduce": disable_custom_all_reduce, "async_scheduling": async_scheduling}
+    replay = {"--request-rate": request_rate, "--burstiness": burstiness, "--max-num-seqs": max_num_seqs,
+              "--max-num-batched-tokens": max_num_batched_tokens}
     try:
-        fit = calibrate(rows, model, gpu, seed=seed)
+        if measured.suffix == ".json":
+            _calibrate_serve(measured, model, gpu, tp, output, seed, engine, flags, replay)
+        else:
+            given = [k for k, v in replay.items() if v is not None]
+            if given:
+                raise ConfigError(f"{', '.join(given)}: options of a vLLM result file (JSON), not of the "
+                                  f"measurements CSV {measured}; drop them")
+            _calibrate_csv(measured, model, gpu, tp, output, seed, engine, flags)
     except ImportError:
         raise ConfigError("calibration needs scipy: pip install 'servesim[fit]'") from None
-    report = {"num_fit": fit.num_fit, "num_held_out": fit.num_held_out, "held_out": fit.held_out, "seed": seed}
-    save_profile(output, profile_dict(load_model(model).name if Path(model).suffix != ".json" else model,
-                                      load_gpu(gpu).name, tp, fit.params, fit.allreduce_by_tp, report))
-    table = _table(f"held-out error ({fit.num_fit} rows fitted, {fit.num_held_out} held out)")
-    for col in ("operators", "rows", "MAPE", "worst"):
-        table.add_column(col, justify="left" if col == "operators" else "right")
-    for group, e in fit.held_out.items():
-        table.add_row(group, str(e["rows"]), f"{e['mape']:.1f} %", f"{e['worst']:.0f} %")
-    _console().print(table)
-    p = fit.params
-    print(f"compute_efficiency {p.compute_efficiency:.3f}, memory_efficiency {p.memory_efficiency:.3f}, "
-          f"kernel_latency {p.kernel_latency * 1e6:.1f} us, step_overhead {p.step_overhead * 1e3:.2f} ms")
+
+
+def _calibrate_csv(measured: Path, model: str, gpu: str, tp: int, output: Path, seed: int, engine: str | None,
+                   flags: dict) -> None:
+    from servesim.cost.calibrate import calibrate, read_measurements
+    from servesim.cost.calibrate_host import fit_host_steps
+    from servesim.cost.host import get_engine
+    from servesim.cost.roofline import CostParams
+    from servesim.cost.specs import load_gpu
+
+    rows = read_measurements(measured)
+    host_wanted = engine is not None or any(v is not None for v in flags.values())
+    preset = get_engine(engine, **{k: v for k, v in flags.items() if v is not None}) if host_wanted else None
+    gpu_rows = [r for r in rows if r.operator != "step"] if host_wanted else rows
+    fit = calibrate(gpu_rows, model, gpu, seed=seed) if gpu_rows else None
+    report = {} if fit is None else {"num_fit": fit.num_fit, "num_held_out": fit.num_held_out,
+                                     "held_out": fit.held_out, "seed": seed}
+    params = CostParams.defaults(load_gpu(gpu), tp) if fit is None else fit.params
+    by_tp = {} if fit is None else fit.allreduce_by_tp
+    host = None
+    if preset is not None:
+        host = fit_host_steps(rows, model, gpu, preset, None if fit is None else fit.params, by_tp)
+        report["host"] = host.report | {"file": str(measured), "warnings": list(host.warnings)}
+    _write(output, model, gpu, tp, params, by_tp, report, host)
+    if fit is not None:
+        table = _table(f"held-out error ({fit.num_fit} rows fitted, {fit.num_held_out} held out)")
+        for col in ("operators", "rows", "MAPE", "worst"):
+            table.add_column(col, justify="left" if col == "operators" else "right")
+        for group, e in fit.held_out.items():
+            table.add_row(group, str(e["rows"]), f"{e['mape']:.1f} %", f"{e['worst']:.0f} %")
+        _console().print(table)
+        p = fit.params
+        print(f"compute_efficiency {p.compute_efficiency:.3f}, memory_efficiency {p.memory_efficiency:.3f}, "
+              f"kernel_latency {p.kernel_latency * 1e6:.1f} us"
+              + ("" if host else f", step_overhead {p.step_overhead * 1e3:.2f} ms"))
+    else:
+        print(f"GPU part: {load_gpu(gpu).name}'s constants (no operator rows to fit)")
+    _print_host(host)
     print(f"wrote {output} (use: --cost {output})")
+
+
+def _calibrate_serve(measured: Path, model: str, gpu: str, tp: int, output: Path, seed: int, engine: str | None,
+                     flags: dict, replay: dict) -> None:
+    from servesim.cost.calibrate_serve import fit_host_serve, read_vllm_result
+    from servesim.cost.host import get_engine
+    from servesim.cost.roofline import CostParams
+    from servesim.cost.specs import load_gpu
+    from servesim.engine.config import EngineConfig
+
+    result = read_vllm_result(measured, replay["--request-rate"], replay["--burstiness"])
+    preset = get_engine(engine, **{k: v for k, v in flags.items() if v is not None})
+    config = EngineConfig(max_num_seqs=replay["--max-num-seqs"],
+                          max_num_batched_tokens=replay["--max-num-batched-tokens"])
+    params = CostParams.defaults(load_gpu(gpu), tp)
+    host = fit_host_serve(result, model, gpu, tp, preset, config, params, seed)
+    report = {"host": host.report | {"file": str(measured), "warnings": list(host.warnings)}}
+    _write(output, model, gpu, tp, params, {}, report, host)
+    r = host.report
+    print(f"{r['requests']} requests simulated ({r['compared']}), {r['simulations']} runs: TTFT error "
+          f"{_pct(r['ttft_mape'])}, ITL error {_pct(r['itl_mape'])}; GPU part: {load_gpu(gpu).name}'s constants")
+    _print_host(host)
+    print(f"wrote {output} (use: --cost {output})")
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f} %"
+
+
+def _write(output: Path, model: str, gpu: str, tp: int, params, by_tp: dict, report: dict, host) -> None:
+    from servesim.cost.profile import profile_dict, save_profile
+    from servesim.cost.specs import load_gpu
+
+    name = load_model(model).name if Path(model).suffix != ".json" else model
+    save_profile(output, profile_dict(name, load_gpu(gpu).name, tp, params, by_tp, report,
+                                      None if host is None else host.engine))
+
+
+def _print_host(host) -> None:
+    if host is None:
+        return
+    e, r = host.engine, host.report
+    where = f"{r['rows_used']} of {r['rows']} step rows, in-sample MAPE {r['mape']:.1f} %, worst " \
+            f"{r['worst']:.0f} %" if r["source"] == "steps" else "the vLLM result"
+    print(f"host ({e.name}, {'max(host, device)' if e.async_scheduling else 'host + device'}): step_host "
+          f"{e.step_host * 1e3:.3f} ms, seq_host {e.seq_host * 1e3:.4f} ms, tp_host {e.tp_host * 1e3:.3f} ms; "
+          f"fitted {', '.join(host.fitted)} from {where}")
+    for w in host.warnings:
+        print(f"warning: {w}")

@@ -5,10 +5,14 @@ Format (`servesim calibrate` writes it; `get_cost_model("profile", path=...)` or
     {"servesim_profile": 1, "model": "llama-2-7b", "gpu": "a100-80gb", "tp": 1,
      "params": {"compute_efficiency": 0.74, "memory_efficiency": 0.75, "kernel_latency_s": 6e-06,
                 "step_overhead_s": 0.001, "allreduce": {"2": [[4.3e-05, 0.56]], "4": [...]}},
+     "engine": {"preset": "vllm-0.2", "enforce_eager": true, ..., "step_host_s": 0.0021, "seq_host_s": 4e-05, ...},
      "fit": {...held-out errors, for the record...}}
 
-`allreduce` maps a tensor-parallel size to its (latency seconds, bandwidth efficiency) protocols; a `tp` the
-profile has no entry for falls back to the GPU's default.
+`engine` (optional; `servesim calibrate --engine`) is the engine profile with its fitted host constants
+(`servesim.cost.calibrate_host`): with it the profile's steps are host and device combined by the engine's rule,
+as `--cost roofline` runs are; without it, the flat `step_overhead_s` in series. `allreduce` maps a tensor-parallel
+size to its (latency seconds, bandwidth efficiency) protocols; a `tp` the profile has no entry for falls back to
+the GPU's default.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
+from servesim.cost.calibrate_host import ENGINE_FLAGS, HOST_FIELDS, engine_dict, engine_from_dict
+from servesim.cost.host import EngineProfile
 from servesim.cost.roofline import CostParams, Roofline
 from servesim.cost.specs import (
     InputDoc,
@@ -34,12 +40,13 @@ from servesim.cost.specs import (
 from servesim.errors import ConfigError
 
 PROFILE_SUFFIXES = (".json", ".toml")
-PROFILE_KEYS = ("servesim_profile", "model", "gpu", "tp", "params", "fit")
+PROFILE_KEYS = ("servesim_profile", "model", "gpu", "tp", "params", "engine", "fit")
 PARAM_KEYS = ("compute_efficiency", "memory_efficiency", "kernel_latency_s", "step_overhead_s", "allreduce")
 
 
 def profile_dict(model: str, gpu: str, tp: int, params: CostParams,
-                 allreduce_by_tp: dict[int, tuple[tuple[float, float], ...]], fit: dict | None = None) -> dict:
+                 allreduce_by_tp: dict[int, tuple[tuple[float, float], ...]], fit: dict | None = None,
+                 engine: EngineProfile | None = None) -> dict:
     return {
         "servesim_profile": 1, "model": model, "gpu": gpu, "tp": tp,
         "params": {
@@ -47,8 +54,7 @@ def profile_dict(model: str, gpu: str, tp: int, params: CostParams,
             "kernel_latency_s": params.kernel_latency, "step_overhead_s": params.step_overhead,
             "allreduce": {str(k): [list(p) for p in v] for k, v in sorted(allreduce_by_tp.items())},
         },
-        "fit": fit or {},
-    }
+    } | ({} if engine is None else {"engine": engine_dict(engine)}) | {"fit": fit or {}}
 
 
 def save_profile(path: str | Path, data: dict) -> None:
@@ -128,8 +134,9 @@ def load_profile(path: str | Path, tp: int | None = None, model: str | None = No
         if model is not None:
             raise
         doc.fail(("model",), str(exc))
+    engine = _engine(doc, data["engine"]) if "engine" in data else None
     try:
-        return Roofline(spec, gpu, tp, params)
+        return Roofline(spec, gpu, tp, params, engine=engine)
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from None
 
@@ -143,3 +150,23 @@ def _number(doc: InputDoc, where: tuple[str | int, ...], value, fraction: bool) 
     elif not (is_finite(value) and value >= 0):
         doc.fail_type(where, value, "a finite number of seconds >= 0")
     return float(value)
+
+
+def _engine(doc: InputDoc, data) -> EngineProfile:
+    """The `engine` object: a preset, vLLM's flags, host constants in seconds (each key optional but the preset)."""
+    keys = ("preset", *ENGINE_FLAGS, *HOST_FIELDS.values())
+    if not isinstance(data, dict):
+        doc.fail_type(("engine",), data, "an object: preset, vLLM's flags, host constants in seconds")
+    check_keys(doc, data, ("engine",), keys)
+    if not isinstance(data.get("preset"), str):
+        doc.fail_type(("engine", "preset"), data.get("preset"), "an engine preset name, e.g. vllm-0.33")
+    for key in ("enforce_eager", "disable_custom_all_reduce", "async_scheduling"):
+        if key in data and not isinstance(data[key], bool):
+            doc.fail_type(("engine", key), data[key], "true or false")
+    for key in HOST_FIELDS.values():
+        if key in data:
+            _number(doc, ("engine", key), data[key], False)
+    try:
+        return engine_from_dict(data)
+    except ConfigError as exc:
+        doc.fail(("engine",), str(exc))
