@@ -23,17 +23,19 @@ if TYPE_CHECKING:
         utilization,
         worst_stall,
     )
+    from servesim.plan.api import capacity, sweep
     from servesim.run import Run
 
 _LESSON = ("chunk_size", "chunked_iteration_time", "continuous_slots", "plan_chunks", "static_slots",
            "tokens_processed", "utilization", "worst_stall")
-__all__ = ["EngineConfig", "Request", "RequestStatus", "Run", "__version__", "chunk_size", "chunked_iteration_time",
-           "continuous_slots", "plan_chunks", "simulate", "static_slots", "tokens_processed", "utilization",
-           "worst_stall"]
+__all__ = ["EngineConfig", "Request", "RequestStatus", "Run", "__version__", "capacity", "chunk_size",
+           "chunked_iteration_time", "continuous_slots", "plan_chunks", "simulate", "static_slots", "sweep",
+           "tokens_processed", "utilization", "worst_stall"]
 __version__ = "0.1.0"
 
 _HOMES = {"EngineConfig": "servesim.engine.config", "simulate": "servesim.engine.loop",
           "Request": "servesim.engine.request", "RequestStatus": "servesim.engine.request", "Run": "servesim.run",
+          "sweep": "servesim.plan.api", "capacity": "servesim.plan.api",
           **dict.fromkeys(_LESSON, "servesim.lesson.functions")}
 
 

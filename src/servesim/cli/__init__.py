@@ -14,7 +14,7 @@ from servesim.cli.app import app  # noqa: E402
 from servesim.errors import ServesimError  # noqa: E402
 
 # Each module registers its commands on `app`.
-from servesim.cli import analysis, costs, sim, visual, workload  # noqa: E402,F401  isort: skip
+from servesim.cli import analysis, costs, plan, sim, visual, workload  # noqa: E402,F401  isort: skip
 
 
 def main() -> None:

@@ -1,0 +1,303 @@
+"""Capacity planning: `servesim sweep` (a row per point of a cartesian product) and `servesim capacity` (the
+highest request rate that meets the SLOs). The work is `servesim.plan`'s; this module reads options and prints."""
+
+# Annotations stay objects (no `from __future__ import annotations`): typer reads every command's on each
+# start, and would eval each string (~0.01 s in all).
+
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from servesim.cli.app import app
+from servesim.cli.options import SimOptions, simulating
+from servesim.cli.term import LazyConsole
+from servesim.errors import ConfigError
+
+console = LazyConsole(highlight=False, soft_wrap=True)
+
+# The simulating options that are lists here (the axes); same flags as `servesim run`'s single values.
+_LISTS = {
+    "request_rate": Annotated[str | None, typer.Option("--request-rate", help="Requests/s to sweep, e.g. 1,2,4,8 "
+                                                       "(vllm bench serve's arrivals at the seed).")],
+    "rate_scale": Annotated[str | None, typer.Option("--rate-scale", help="A trace's rate multipliers to sweep, "
+                                                     "e.g. 0.5,1,2.")],
+    "model": Annotated[str | None, typer.Option("--model", help="Roofline models to sweep, e.g. "
+                                                "llama-3-8b,qwen2.5-7b.")],
+    "gpu": Annotated[str | None, typer.Option("--gpu", help="GPUs to sweep, e.g. h100,a100.")],
+    "tp": Annotated[str | None, typer.Option("--tensor-parallel-size", "-tp", "--tp",
+                                             help="Tensor-parallel sizes to sweep, e.g. 1,2.")],
+}
+
+
+def sweeping(command):
+    """`@simulating` with the axes' options taking comma-separated lists (the command splits them)."""
+    wrapped = simulating(command)
+    sig = wrapped.__signature__
+    params = [p.replace(annotation=_LISTS[p.name]) if p.name in _LISTS else p for p in sig.parameters.values()]
+    wrapped.__signature__ = sig.replace(parameters=params)
+    wrapped.__annotations__ = {p.name: p.annotation for p in params} | {"return": sig.return_annotation}
+    return wrapped
+
+
+def split(opts: SimOptions, policies: str, sets: list[str] | None) -> tuple[SimOptions, Any]:
+    """The base options (the axes' fields emptied) and the axes."""
+    from servesim.plan.points import axes_from
+
+    axes = axes_from(policies, opts.model, opts.gpu, opts.tp, opts.request_rate, opts.rate_scale, sets)
+    base = replace(opts, request_rate=None, rate_scale=None, model=None, gpu=None, tp=None)
+    return base, axes
+
+
+def preflight(base: SimOptions, first: Any) -> None:
+    """Load the first point's workload here: a mistake is one line before anything starts, and what loading
+    changed is printed once, not once per point."""
+    from servesim.plan.sweep import point_options
+
+    point_options(base, first).requests()
+
+
+Policies = Annotated[str, typer.Option("--policies", help="Policies to sweep: static | continuous | vllm | "
+                                                          "vllm-v0, comma-separated.")]
+Sets = Annotated[list[str] | None, typer.Option("--set", help="An EngineConfig knob's values, e.g. "
+                                                "max_num_seqs=64,256; repeat for several knobs.")]
+Goodput = Annotated[list[str] | None, typer.Option("--goodput", help="SLOs in ms, vLLM's syntax: "
+                                                   "--goodput 'ttft:500 tpot:50'.")]
+Executor = Annotated[str, typer.Option("--executor", help="local (a process pool) | ray.")]
+Workers = Annotated[int | None, typer.Option("--workers", help="Processes (local) or CPUs of a local Ray "
+                                             "cluster. Default: this machine's cores.")]
+RayAddress = Annotated[str | None, typer.Option("--ray-address", help="A Ray cluster to run on (auto: the one "
+                                                "this machine belongs to). Default: a local cluster.")]
+JsonOut = Annotated[Path | None, typer.Option("--json", help="Write the result as JSON here.")]
+
+
+@app.command("sweep")
+@sweeping
+def sweep_cmd(
+    opts: SimOptions,
+    policies: Policies = "vllm",
+    sets: Sets = None,
+    goodput: Goodput = None,
+    percentiles: Annotated[str, typer.Option("--metric-percentiles", "--percentiles",
+                                             help="Percentiles in every row (99 is always there).")] = "50,90,99",
+    gpu_cost: Annotated[list[str] | None, typer.Option("--gpu-cost", help="$/GPU-hour, e.g. h100=4.0,a100=1.8 "
+                                                       "(default table: docs/planning.md).")] = None,
+    executor: Executor = "local",
+    workers: Workers = None,
+    ray_address: RayAddress = None,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the rows: .parquet, .csv or "
+                                                ".json.")] = None,
+    json_path: JsonOut = None,
+    checkpoint: Annotated[Path | None, typer.Option("--checkpoint", help="Append each finished row here (JSON "
+                                                    "lines). Default: OUTPUT.partial.jsonl with --output/--json; "
+                                                    "removed when the sweep completes.")] = None,
+    resume: Annotated[bool, typer.Option("--resume", help="Keep the checkpoint's rows and run only the points "
+                                         "it lacks.")] = False,
+) -> None:
+    """Every point of the product of --set knobs, --request-rate (or --rate-scale), --policies and --model/--gpu/
+    --tp lists: vllm bench serve's metrics, goodput and SLO attainment, OVERLOADED, $ per million output tokens,
+    and the Pareto front (TTFT p99, TPOT p99, output throughput per GPU) marked."""
+    from servesim.analysis.benchmark import parse_goodput, parse_percentiles
+    from servesim.export.paths import check_output_file
+    from servesim.plan.api import run_sweep
+    from servesim.plan.executors import make_executor
+    from servesim.plan.points import product
+    from servesim.plan.prices import parse_gpu_cost
+    from servesim.plan.sweep import Measure
+
+    if output is not None and output.suffix not in (".parquet", ".csv", ".json"):
+        raise ConfigError(f"--output {output}: expected a .parquet, .csv or .json file")
+    outs = [check_output_file(p, o) for p, o in ((output, "--output"), (json_path, "--json")) if p is not None]
+    how = Measure(parse_goodput(goodput or []), parse_percentiles(percentiles), parse_gpu_cost(gpu_cost))
+    base, axes = split(opts, policies, sets)
+    points = product(axes)
+    ex = make_executor(executor, workers, ray_address)
+    if checkpoint is None and outs:
+        checkpoint = outs[0].with_name(outs[0].name + ".partial.jsonl")
+    if checkpoint is not None:
+        check_output_file(checkpoint, "--checkpoint")
+    preflight(base, points[0])
+    t0, finished = time.monotonic(), []
+    with PointsProgress(len(points)) as bar:
+        try:
+            rows = run_sweep(base, axes, how, ex, str(checkpoint) if checkpoint else None, resume,
+                             lambda p, r: (finished.append(r), bar.advance()))
+        except KeyboardInterrupt:
+            kept = f"kept in {checkpoint}; run again with --resume" if checkpoint else "lost (no --checkpoint)"
+            print(f"servesim: interrupted: {len(finished)} of {len(points)} points finished, {kept}", file=sys.stderr)
+            raise typer.Exit(130) from None
+    print_sweep(rows, axes, opts.workload, time.monotonic() - t0)
+    write_rows(rows, output, json_path, axes, how)
+    if checkpoint is not None and outs:
+        checkpoint.unlink(missing_ok=True)
+
+
+def write_rows(rows: list[dict], output: Path | None, json_path: Path | None, axes: Any, how: Any) -> None:
+    from servesim.export.json_records import write_json
+
+    doc = {"axes": axes.swept(), "goodput": how.goodput, "gpu_cost": how.gpu_cost, "rows": rows}
+    if json_path is not None:
+        write_json(json_path, doc)
+        print(f"wrote {json_path}")
+    if output is not None:
+        if output.suffix == ".json":
+            write_json(output, doc)
+        else:
+            import polars as pl
+
+            df = pl.DataFrame(rows, infer_schema_length=None)
+            df.write_parquet(output) if output.suffix == ".parquet" else df.write_csv(output)
+        print(f"wrote {output}")
+
+
+SHORT = {"request_rate": "rate", "rate_scale": "scale", "max_num_seqs": "seqs", "max_num_batched_tokens": "budget"}
+
+
+def _f(v: Any, fmt: str = ".2f") -> str:
+    return "-" if v is None else format(v, fmt)
+
+
+def print_sweep(rows: list[dict], axes: Any, workload: str, wall_s: float) -> None:
+    from rich.table import Table
+
+    cols = axes.swept() or ["policy"]
+    t = Table(title=f"{workload}: {len(rows)} points; ms; * the Pareto front (TTFT p99, TPOT p99, tok/s/GPU)",
+              title_justify="left")
+    for c in cols:
+        t.add_column(SHORT.get(c, c))
+    for head in ("req/s", "tok/s/GPU", "TTFT p99", "TPOT p99", "SLO %", "$/Mtok", "over", "*"):
+        t.add_column(head, justify="right")
+    for r in rows:
+        key = [str(r.get(c if c in r else f"engine_{c}")) for c in cols]
+        t.add_row(*key, _f(r["request_throughput"]), _f(r["output_throughput_per_gpu"], ".1f"),
+                  _f(r["p99_ttft_ms"], ".1f"), _f(r["p99_tpot_ms"], ".2f"), _f(r["slo_attainment"], ".1f"),
+                  _f(r["cost_per_million_output_tokens"], ".3f"), "YES" if r["overloaded"] else "",
+                  "*" if r["pareto"] else "")
+    console.print(t)
+    print(f"servesim: note: {len(rows)} points in {wall_s:.1f} s wall time", file=sys.stderr)
+
+
+class PointsProgress:
+    """A rich progress bar over points on standard error, shown once a sweep has run ~2 s (as `SimProgress`)."""
+
+    def __init__(self, total: int, label: str = "points") -> None:
+        self.total, self.label, self.done = total, label, 0
+        self._t0, self._bar, self._task = time.monotonic(), None, None
+
+    def advance(self) -> None:
+        self.done += 1
+        if self._bar is None:
+            from servesim.cli.progress import SHOW_AFTER_S
+
+            if time.monotonic() - self._t0 < SHOW_AFTER_S or self.done >= self.total:
+                return
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self._bar = Progress(TextColumn(self.label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                                 console=Console(stderr=True), transient=True)
+            self._bar.start()
+            self._task = self._bar.add_task(self.label, total=self.total)
+        self._bar.update(self._task, completed=self.done)
+
+    def __enter__(self) -> "PointsProgress":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+
+
+@app.command("capacity")
+@sweeping
+def capacity_cmd(
+    opts: SimOptions,
+    goodput: Goodput = None,
+    attainment: Annotated[float, typer.Option("--attainment", help="Percent of requests that must meet every "
+                                              "SLO.")] = 99.0,
+    rate_tolerance: Annotated[float, typer.Option("--rate-tolerance", help="Stop when the failing rate is within "
+                                                  "this fraction of the passing one.")] = 0.01,
+    start_rate: Annotated[float, typer.Option("--start-rate", help="First rate tried (req/s).")] = 1.0,
+    max_rate: Annotated[float, typer.Option("--max-rate", help="Highest rate tried (req/s).")] = 10_000.0,
+    target_rate: Annotated[float | None, typer.Option("--target-rate", help="Also answer: the fewest GPUs "
+                                                      "(replicas x TP) and the configuration serving this many "
+                                                      "req/s at the SLO.")] = None,
+    policies: Policies = "vllm",
+    sets: Sets = None,
+    executor: Executor = "local",
+    workers: Workers = None,
+    ray_address: RayAddress = None,
+    json_path: JsonOut = None,
+) -> None:
+    """The highest request rate at which at least --attainment % of requests meet the --goodput SLOs, for each
+    configuration (--set, --policies, --model/--gpu/--tp lists): bracketing and bisection over vllm bench
+    serve's arrivals (Poisson at --seed); the limit that binds at capacity, from the step records."""
+    from servesim.analysis.benchmark import parse_goodput
+    from servesim.export.paths import check_output_file
+    from servesim.plan.api import check_no_rate, run_capacity
+    from servesim.plan.capacity import Search
+    from servesim.plan.executors import make_executor
+    from servesim.plan.points import product
+    from servesim.plan.sweep import Measure
+
+    if json_path is not None:
+        check_output_file(json_path, "--json")
+    slos = parse_goodput(goodput or [])
+    search = Search(slos, attainment, rate_tolerance, start_rate, max_rate)
+    base, axes = split(opts, policies, sets)
+    check_no_rate(base, axes)
+    if target_rate is not None:
+        from servesim.plan.capacity import fewest_gpus
+
+        fewest_gpus([], target_rate)  # checks the rate before the search, not after
+    ex = make_executor(executor, workers, ray_address)
+    points = product(axes)
+    preflight(replace(base, request_rate=start_rate), points[0])
+    t0 = time.monotonic()
+    with PointsProgress(len(points), "configurations") as bar:
+        found = run_capacity(base, axes, search, Measure(slos), ex, target_rate, lambda p, c: bar.advance())
+    print_capacity(found, axes, opts.workload, time.monotonic() - t0)
+    if json_path is not None:
+        from servesim.export.json_records import write_json
+
+        write_json(json_path, found.to_json())
+        print(f"wrote {json_path}")
+
+
+def print_capacity(found: Any, axes: Any, workload: str, wall_s: float) -> None:
+    from rich.table import Table
+
+    s = found.search
+    cols = [c for c in axes.swept() if c not in ("request_rate", "rate_scale")] or ["policy"]
+    slo = " ".join(f"{k}:{v:g}" for k, v in s.goodput.items())
+    t = Table(title=f"{workload}: capacity at {s.attainment:g} % of requests within {slo} ms "
+                    f"(rate tolerance {s.tolerance:g})", title_justify="left")
+    for c in cols:
+        t.add_column(SHORT.get(c, c))
+    for head in ("max req/s", "fails at", "GPUs", "req/s per GPU", "rates tried", "binding at capacity"):
+        t.add_column(head, justify="right")
+    for c in found.configs:
+        key = [str(c.get(k if k in c else f"engine_{k}")) for k in cols]
+        top = c["binding"]
+        binding = "-" if top is None else f"{top} ({c['bound_steps'][top]:.0f} % of steps)"
+        fails = "-" if c["failing_rate"] is None else f"{c['failing_rate']:.4g}"
+        if not c["bracketed"] and c["max_request_rate"] > 0:
+            fails = f"> {s.max_rate:g} (not reached)"
+        t.add_row(*key, f"{c['max_request_rate']:.4g}", fails, str(c["num_gpus"]),
+                  f"{c['max_request_rate'] / c['num_gpus']:.4g}", str(len(c["points"])), binding)
+    console.print(t)
+    for c in found.configs:
+        if c["max_request_rate"] == 0:
+            console.print(f"{c['policy']}: even {s.min_rate:g} req/s misses the SLO for more than "
+                          f"{100 - s.attainment:g} % of requests")
+    if found.target is not None:
+        tg, c = found.target, found.configs[found.target["index"]]
+        key = ", ".join(f"{k} {c.get(k if k in c else f'engine_{k}')}" for k in cols)
+        console.print(f"{tg['target_rate']:g} req/s at the SLO: {tg['num_gpus']} GPUs = {tg['replicas']} replicas "
+                      f"x TP {c['tp'] or 1} of {key} (each serves up to {tg['max_request_rate']:.4g} req/s)")
+    elif found.target_rate is not None:
+        console.print(f"{found.target_rate:g} req/s at the SLO: no configuration serves any rate at it")
+    print(f"servesim: note: {len(found.configs)} configurations in {wall_s:.1f} s wall time", file=sys.stderr)
