@@ -148,3 +148,14 @@ def test_too_few_arrivals_are_not_called_stable():
     o = detect_overload(seed("vllm", max_num_batched_tokens=256))
     assert not o.overloaded
     assert o.sentence() == "Too few arrivals to judge the queue's stability (5 over 0-20 ms; it takes 10)."
+
+
+def test_a_modest_overload_is_called_overloaded():
+    # 100-token prompts with 1 output token: 10 ms of toy prefill each, so at most 100 req/s complete. At 112 req/s
+    # (12 % over), at least 1000 - 100 x 8.92 = 108 requests arrive in the 8.92 s window and do not complete; the
+    # queue holds most of them, so the run is OVERLOADED though it grew by under 10 % of the arrivals (the rule
+    # before, which called it stable)
+    reqs = [Request(f"r{i}", i / 112, 100, 1) for i in range(1000)]
+    o = detect_overload(simulate(reqs, EngineConfig(), "vllm", "toy", record="summary"))
+    assert o.overloaded and o.arrival_rate == pytest.approx(112) and o.completion_rate <= 100
+    assert o.queue_start == 0 and 54 <= o.queue_end < 100

@@ -6,8 +6,9 @@ The test looks at the arrival window (first to last arrival), where load is offe
 - the waiting queue (`num_waiting_after`, vLLM's `num_requests_waiting`): a least-squares line over the steps in
   the window, in requests per second.
 OVERLOADED when arrivals outpace completions by more than 10 % AND the queue grew, over the window, by at least
-max(2, 10 % of the window's arrivals) requests: by its trend, or from the window's first step to its last. Both
-are needed: a short stable run also completes fewer than it admits while it fills, but its queue does not grow.
+max(2, half the requests that arrived and did not complete in it): by its trend, or from the window's first step
+to its last. Both are needed: a short stable run also completes fewer than it admits while it fills its running
+set, but its queue holds none of the difference.
 With fewer than MIN_ARRIVALS arrivals in the window there is no rate to speak of, and the result says so instead
 of calling the run stable.
 
@@ -26,7 +27,7 @@ from servesim.analysis.words import number
 from servesim.engine.result import SimResult
 
 RATE_MARGIN = 1.10
-GROWTH_FRACTION = 0.10
+EXCESS_QUEUED = 0.5
 MIN_ARRIVALS = 10
 
 
@@ -80,8 +81,11 @@ def detect_overload(result: SimResult, warmup: float = 0.0, cooldown: float = 0.
     slope = trend(t, q) if np.ptp(t) > 0 else 0.0
     # NOTE: the trend, or what the queue actually gained: a late burst barely tilts a step-weighted line
     growth = max(slope * span, float(q[-1] - q[0]))
+    # the queue must hold at least half the requests that arrived and did not complete in the window (a run that
+    # only fills its running set completes fewer than arrive, but its queue holds none of the difference)
+    excess = (arrival_rate - completion_rate) * span
     overloaded = (arrival_rate > RATE_MARGIN * completion_rate
-                  and growth >= max(2.0, GROWTH_FRACTION * arrival.size))
+                  and growth >= max(2.0, EXCESS_QUEUED * excess))
     return Overload(overloaded, arrival_rate, completion_rate, slope, int(q[0]), int(q[-1]), (t0, t1),
                     int(arrival.size))
 
