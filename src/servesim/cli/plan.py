@@ -96,6 +96,8 @@ def sweep_cmd(
                                                     "removed when the sweep completes.")] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Keep the checkpoint's rows and run only the points "
                                          "it lacks.")] = False,
+    report: Annotated[Path | None, typer.Option("--report", help="Write one offline HTML page: tail latency "
+                                                "against throughput per GPU, the Pareto front marked.")] = None,
 ) -> None:
     """Every point of the product of --set knobs, --request-rate (or --rate-scale), --policies and --model/--gpu/
     --tp lists: vllm bench serve's metrics, goodput and SLO attainment, OVERLOADED, $ per million output tokens,
@@ -110,6 +112,13 @@ def sweep_cmd(
 
     if output is not None and output.suffix not in (".parquet", ".csv", ".json"):
         raise ConfigError(f"--output {output}: expected a .parquet, .csv or .json file")
+    if report is not None:
+        from servesim.report.figures import require_plotly
+
+        if report.suffix.lower() not in (".html", ".htm"):
+            raise ConfigError(f"--report {report}: expected an .html file")
+        check_output_file(report, "--report")
+        require_plotly()
     outs = [check_output_file(p, o) for p, o in ((output, "--output"), (json_path, "--json")) if p is not None]
     how = Measure(parse_goodput(goodput or []), parse_percentiles(percentiles), parse_gpu_cost(gpu_cost))
     base, axes = split(opts, policies, sets)
@@ -131,6 +140,11 @@ def sweep_cmd(
             raise typer.Exit(130) from None
     print_sweep(rows, axes, opts.workload, time.monotonic() - t0)
     write_rows(rows, output, json_path, axes, how)
+    if report is not None:
+        from servesim.report.pareto import write_sweep_report
+
+        size = write_sweep_report(report, rows, axes.swept(), f"servesim sweep: {opts.workload}")
+        print(f"wrote {report} ({size / 2**20:.1f} MiB)")
     if checkpoint is not None and outs:
         checkpoint.unlink(missing_ok=True)
 
