@@ -102,6 +102,26 @@ def allreduce_time(size_bytes: float, num_gpus: int, link_bandwidth: float,
     return t
 
 
+def _check_options(m: ModelSpec, g: GpuSpec, tp: object, quantization: str | None, kv_cache_dtype: str) -> None:
+    """Refuse what the model, the GPU and the options cannot do together, in one line each."""
+    if quantization is not None and quantization not in QUANTIZATIONS:
+        raise ConfigError(f"--quantization {quantization}: expected one of {', '.join(QUANTIZATIONS)} (or none)")
+    if quantization == "fp8" and g.fp8_flops is None:
+        raise ConfigError(f"--quantization fp8: {g.name} has no FP8 tensor cores (no dense_fp8_tflops in its "
+                          "GPU file); expected a GPU with FP8, e.g. h100-80gb")
+    if kv_cache_dtype not in KV_CACHE_DTYPES:
+        raise ConfigError(f"--kv-cache-dtype {kv_cache_dtype}: expected one of {', '.join(KV_CACHE_DTYPES)}")
+    if not is_int(tp) or tp < 1:
+        raise ConfigError(f"tp: expected a positive integer, got {show(tp)}")
+    if m.num_attention_heads % tp:
+        raise ConfigError(f"tp={tp}: must divide num_attention_heads ({m.num_attention_heads}) of {m.name}")
+    if m.num_key_value_heads % tp and tp % m.num_key_value_heads:
+        raise ConfigError(f"tp={tp}: num_key_value_heads ({m.num_key_value_heads}) of {m.name} must divide "
+                          "or be a multiple of tp")
+    if m.intermediate_size % tp:
+        raise ConfigError(f"tp={tp}: must divide intermediate_size ({m.intermediate_size}) of {m.name}")
+
+
 class Roofline:
     """Step cost of `model` on `tp` GPUs of type `gpu` (one vLLM replica, tensor parallel inside one node)."""
 
@@ -115,23 +135,8 @@ class Roofline:
                  params: CostParams | None = None, engine: EngineProfile | None = None,
                  quantization: str | None = None, kv_cache_dtype: str = "auto") -> None:
         m, g = load_model(model), load_gpu(gpu)
-        if quantization is not None and quantization not in QUANTIZATIONS:
-            raise ConfigError(f"--quantization {quantization}: expected one of {', '.join(QUANTIZATIONS)} (or none)")
-        if quantization == "fp8" and g.fp8_flops is None:
-            raise ConfigError(f"--quantization fp8: {g.name} has no FP8 tensor cores (no dense_fp8_tflops in its "
-                              "GPU file); expected a GPU with FP8, e.g. h100-80gb")
-        if kv_cache_dtype not in KV_CACHE_DTYPES:
-            raise ConfigError(f"--kv-cache-dtype {kv_cache_dtype}: expected one of {', '.join(KV_CACHE_DTYPES)}")
+        _check_options(m, g, tp, quantization, kv_cache_dtype)
         self.quantization, self.kv_cache_dtype = quantization, kv_cache_dtype
-        if not is_int(tp) or tp < 1:
-            raise ConfigError(f"tp: expected a positive integer, got {show(tp)}")
-        if m.num_attention_heads % tp:
-            raise ConfigError(f"tp={tp}: must divide num_attention_heads ({m.num_attention_heads}) of {m.name}")
-        if m.num_key_value_heads % tp and tp % m.num_key_value_heads:
-            raise ConfigError(f"tp={tp}: num_key_value_heads ({m.num_key_value_heads}) of {m.name} must divide "
-                              "or be a multiple of tp")
-        if m.intermediate_size % tp:
-            raise ConfigError(f"tp={tp}: must divide intermediate_size ({m.intermediate_size}) of {m.name}")
         self.name, self.model, self.gpu, self.tp = "roofline", m, g, tp
         self._by_tokens: dict[int, float] = {}
         self._by_sampled: dict[int, float] = {}
