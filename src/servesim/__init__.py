@@ -10,6 +10,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from servesim.cluster import simulate_cluster
     from servesim.engine.config import EngineConfig
     from servesim.engine.loop import simulate
     from servesim.engine.request import Request, RequestStatus
@@ -29,13 +30,14 @@ if TYPE_CHECKING:
 _LESSON = ("chunk_size", "chunked_iteration_time", "continuous_slots", "plan_chunks", "static_slots",
            "tokens_processed", "utilization", "worst_stall")
 __all__ = ["EngineConfig", "Request", "RequestStatus", "Run", "__version__", "capacity", "chunk_size",
-           "chunked_iteration_time", "continuous_slots", "plan_chunks", "simulate", "static_slots", "sweep",
+           "chunked_iteration_time", "continuous_slots", "plan_chunks", "simulate", "simulate_cluster", "static_slots",
+           "sweep",
            "tokens_processed", "utilization", "worst_stall"]
 __version__ = "0.1.0"
 
 _HOMES = {"EngineConfig": "servesim.engine.config", "simulate": "servesim.engine.loop",
           "Request": "servesim.engine.request", "RequestStatus": "servesim.engine.request", "Run": "servesim.run",
-          "sweep": "servesim.plan.api", "capacity": "servesim.plan.api",
+          "simulate_cluster": "servesim.cluster", "sweep": "servesim.plan.api", "capacity": "servesim.plan.api",
           **dict.fromkeys(_LESSON, "servesim.lesson.functions")}
 
 

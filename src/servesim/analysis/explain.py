@@ -21,9 +21,32 @@ def gap_cause(result: SimResult, g) -> str:
         redo = f", recomputed its context over steps {back}-{g.last_step}" if back is not None and \
             back < g.last_step else ""
         return f"{g.request_id} was preempted in step {p.step} and resumed in step {back}{redo}"
+    held = _prefill_first(result, g.request_id, g.first_step, g.last_step)
+    if held:
+        return held
     longest = max(range(g.first_step, g.last_step + 1), key=lambda i: result.steps[i].duration)
     return (f"steps {g.first_step}-{g.last_step}; the longest, step {longest}: "
             f"{step_cause(result, longest, victim=g.request_id)}")
+
+
+def _prefill_first(result: SimResult, rid: str, first: int, last: int) -> str | None:
+    """SGLang: the steps in first..last in which `rid`'s decode waited for a prefill batch, and whose prompts ran
+    (None when it never waited so)."""
+    held = [s for s in result.steps[first:last + 1] if any(w.id == rid and w.reason is Reason.PREFILL_FIRST
+                                                            for w in s.waiting)]
+    if not held:
+        return None
+    who = list(dict.fromkeys(e.id for s in held for e in s.scheduled.prefill()))
+    return (f"its decode waited {_plural(len(held), 'step')} ({ms(sum(s.duration for s in held))}) while "
+            f"{_join(who) or 'prompts'} prefilled: SGLang runs prefill first")
+
+
+def _held_back(result: SimResult, rid: str, step: int) -> str | None:
+    """SGLang: the run of steps just before `step` in which `rid`'s decode waited for a prefill batch."""
+    first = step
+    while first > 0 and any(w.id == rid and w.reason is Reason.PREFILL_FIRST for w in result.steps[first - 1].waiting):
+        first -= 1
+    return _prefill_first(result, rid, first, step - 1) if first < step else None
 
 
 def _resumed_step(result: SimResult, rid: str, preempted_in: int) -> int | None:
@@ -114,7 +137,9 @@ def policy_sentence(result: SimResult) -> str:
             prefill, decodes = result.steps[gap.step].prefill_tokens, result.steps[gap.step].num_decodes
         cause = f"a step carrying {prefill} prefill tokens beside {_plural(decodes, 'decode')}" if prefill else \
             f"a step of {_plural(decodes, 'decode')}"
-        text += f" The worst gap between two tokens was {ms(gap.seconds)} ({gap.request_id}, step {gap.step}: {cause})."
+        held = _held_back(result, gap.request_id, gap.step) if records_complete(result) else None
+        where = f", step {gap.step}: {cause}" if held is None else f": {held}"
+        text += f" The worst gap between two tokens was {ms(gap.seconds)} ({gap.request_id}{where})."
     return text
 
 

@@ -97,6 +97,10 @@ def run_cmd(
         check_output_dir(result_dir, "--result-dir")
     cfg, cm = opts.engine_config(policy), opts.cost_model()
     reqs = opts.requests()
+    if opts.is_cluster():
+        if records_dir is not None or save_result:
+            raise ConfigError("--records and --save-result write one engine's run: not with the cluster options yet")
+        return run_cluster(opts, reqs, cfg, policy, cm, record, ps, names, slos, warmup, cooldown, outputs)
     if save_result:
         name = result_filename or default_filename(cm, opts.request_rate)
         outputs.append(check_output_file((result_dir or Path(".")) / name, "--result-filename"))
@@ -125,6 +129,40 @@ def run_cmd(
             print(f"wrote {path}")
 
 
+def run_cluster(opts: SimOptions, reqs, cfg, policy: str, cm, record: str, ps, names, slos, warmup: float,
+                cooldown: float, outputs: list[Path]) -> None:
+    """`run` on a cluster: vLLM's block for the whole cluster, then one line per replica (and the KV link, P/D)."""
+    from servesim.analysis.benchmark import format_result, to_json
+
+    c = opts.simulate_cluster(reqs, cfg, policy, cm, record)
+    note(opts.lesson_note(policy))
+    rejected_note(c.cluster)
+    m = c.benchmark(ps, slos, warmup, cooldown)
+    print(format_result(m, names, request_rate=opts.request_rate))
+    data = c.to_json()
+    print(f"{len(c.replicas)} replicas, router {c.router}:")
+    for row in data["replicas"]:
+        kv = "-" if row["mean_kv_use"] is None else f"{row['mean_kv_use']:.1%}"
+        hit = "" if row["prefix_hit_rate"] is None else f", prefix hit rate {row['prefix_hit_rate']:.1%}"
+        print(f"  {row['replica']:<12} {row['completed']:>8,} requests {row['tokens']:>12,} tokens  KV {kv:>6}  "
+              f"max waiting {row['max_waiting']:,}  preemptions {row['preemptions']:,}{hit}")
+    if c.transfers:
+        print(f"KV transfers: {data['kv_transfer_count']:,}, mean {data['mean_kv_transfer_ms']:.2f} ms, p99 "
+              f"{data['p99_kv_transfer_ms']:.2f} ms, link use {data['kv_transfer_link_utilization']:.1%}")
+    for path in outputs:
+        write_json(path, {**to_json(m, names), **data, "request_rate": opts.request_rate})
+        print(f"wrote {path}")
+
+
+@app.command()
+def routers() -> None:
+    """The routers --router takes, and how each picks a replica."""
+    from servesim.cluster.routers import ROUTERS
+
+    for name, what in ROUTERS.items():
+        print(f"{name:<32} {what}")
+
+
 @app.command()
 @simulating
 def compare(
@@ -140,6 +178,7 @@ def compare(
     continuous never chunk; vLLM would reject a budget below max_model_len for them)."""
     from servesim.analysis.compare import compare_rows, compare_sentences, parse_set, run_policies, run_sweep
 
+    opts.no_cluster("compare")
     if (policies is None) == (set_ is None):
         raise ConfigError("give exactly one of --policies A,B,... or --set KNOB=V1,V2,...")
     cfg, cm = opts.engine_config(policy), opts.cost_model()
@@ -187,6 +226,7 @@ def explain(
     from servesim.analysis.explain import explain_request
     from servesim.run import Run
 
+    opts.no_cluster("explain")
     cfg, cm = opts.engine_config(policy), opts.cost_model()
     reqs = opts.requests()
     result = simulate(reqs, cfg, policy, cm)

@@ -170,6 +170,57 @@ class SimOptions:
                                                                              "(default 0.1).")] = None
     overhead_ms: Annotated[float | None, _opt("--overhead-ms", help="Toy cost: fixed ms per step (default "
                                                                     "0).")] = None
+    # a cluster (servesim.cluster): replicas behind a router, or prefill/decode pools
+    num_replicas: Annotated[int | None, _opt("--num-replicas", help="Data-parallel replicas of the engine behind "
+                                             "--router (default: one engine, no router).")] = None
+    router: Annotated[str | None, _opt("--router", help="round-robin (default) | random | least-loaded | least-kv | "
+                                       "prefix-aware | weighted:prefix=3,queue=2,kv=2 (servesim routers).")] = None
+    router_delay_ms: Annotated[float | None, _opt("--router-delay-ms", help="The router sees the replicas' state "
+                                                  "this many ms late (default 0).")] = None
+    prefill_replicas: Annotated[int | None, _opt("--prefill-replicas", help="P/D: prefill replicas (with "
+                                                 "--decode-replicas).")] = None
+    decode_replicas: Annotated[int | None, _opt("--decode-replicas", help="P/D: decode replicas.")] = None
+    kv_transfer_bandwidth: Annotated[float | None, _opt("--kv-transfer-bandwidth", help="P/D: bytes/s of each "
+                                                        "prefill replica's KV link (default 50e9).")] = None
+    kv_transfer_latency_ms: Annotated[float | None, _opt("--kv-transfer-latency-ms", help="P/D: ms per KV transfer "
+                                                         "on top of bytes / bandwidth (default 0).")] = None
+
+    def is_cluster(self) -> bool:
+        """Any cluster option given: the run goes to `servesim.cluster.simulate_cluster`."""
+        return any(v is not None for v in (self.num_replicas, self.router, self.router_delay_ms,
+                                           self.prefill_replicas, self.decode_replicas, self.kv_transfer_bandwidth,
+                                           self.kv_transfer_latency_ms))
+
+    def no_cluster(self, command: str) -> None:
+        if self.is_cluster():
+            raise ConfigError(f"{command}: the cluster options (--num-replicas, --router, --prefill-replicas, ...) "
+                              "are taken by servesim run for now")
+
+    def simulate_cluster(self, requests: list[Request], config: EngineConfig, policy: str, cost, record: str):
+        from servesim.cluster import DEFAULT_KV_BANDWIDTH, Pool, simulate_cluster
+
+        pd = (self.prefill_replicas, self.decode_replicas)
+        if (pd[0] is None) != (pd[1] is None):
+            raise ConfigError("--prefill-replicas and --decode-replicas make a P/D cluster: give both")
+        if pd[0] is not None and self.num_replicas is not None:
+            raise ConfigError("--num-replicas and --prefill-replicas/--decode-replicas: give one layout")
+        if pd[0] is None and (self.kv_transfer_bandwidth is not None or self.kv_transfer_latency_ms is not None):
+            raise ConfigError("--kv-transfer-* shape a P/D cluster: add --prefill-replicas and --decode-replicas")
+        if pd[0] is not None:
+            for flag, n in (("--prefill-replicas", pd[0]), ("--decode-replicas", pd[1])):
+                if n < 1:
+                    raise ConfigError(f"{flag} {n}: expected an integer >= 1")
+            pools = [Pool(pd[0], config, policy, cost, "prefill"), Pool(pd[1], config, policy, cost, "decode")]
+        else:
+            pools = [Pool(1 if self.num_replicas is None else self.num_replicas, config, policy, cost)]
+            if pools[0].count < 1:
+                raise ConfigError(f"--num-replicas {self.num_replicas}: expected an integer >= 1")
+        return simulate_cluster(
+            requests, pools, router=self.router or "round-robin", seed=self.seed,
+            router_delay=(self.router_delay_ms or 0.0) / 1000,
+            kv_transfer_bandwidth=DEFAULT_KV_BANDWIDTH if self.kv_transfer_bandwidth is None
+            else self.kv_transfer_bandwidth,
+            kv_transfer_latency=(self.kv_transfer_latency_ms or 0.0) / 1000, record=record)
 
     def requests(self) -> list[Request]:
         if self.workload_name() == MULTI_TURN:

@@ -16,6 +16,7 @@ from servesim.cli.term import LazyConsole
 from servesim.engine import simulate
 from servesim.engine.config import EngineConfig
 from servesim.engine.result import SimResult
+from servesim.engine.sglang_config import SGLangConfig
 from servesim.errors import ConfigError
 from servesim.workloads import load_workload
 
@@ -34,12 +35,17 @@ DEMO_POLICIES = {
     "static": EngineConfig(max_num_seqs=8),
     "continuous": EngineConfig(max_num_seqs=8),
     "vllm": EngineConfig(max_num_batched_tokens=256, max_num_seqs=8),
+    # SGLang 0.5.23 with its own knobs at the same sizes: prefill first (the decodes wait while L's chunks run),
+    # and with --enable-mixed-chunk the decodes ride in the chunk's forward, as vLLM's do
+    "sglang": EngineConfig(sglang=SGLangConfig(chunked_prefill_size=256, max_running_requests=8)),
+    "sglang mixed": EngineConfig(sglang=SGLangConfig(chunked_prefill_size=256, max_running_requests=8,
+                                                     enable_mixed_chunk=True)),
 }
 
 
 def demo_results() -> dict[str, SimResult]:
     reqs = load_workload("seed")
-    return {name: simulate(reqs, cfg, name, "toy") for name, cfg in DEMO_POLICIES.items()}
+    return {name: simulate(reqs, cfg, name.split()[0], "toy") for name, cfg in DEMO_POLICIES.items()}
 
 
 @app.command()
@@ -47,7 +53,8 @@ def demo(
     steps: Annotated[int, typer.Option(help="Rows of each per-step table to show (0 = all).")] = 16,
 ) -> None:
     """The seed scenario (4 short requests decoding, a 2000-token prompt arriving at 20 ms) under static,
-    continuous and vllm scheduling, toy cost (1 ms per decode, 0.1 ms per prefill token), max_num_seqs 8."""
+    continuous, vllm and sglang (and sglang with mixed chunks) scheduling, toy cost (1 ms per decode, 0.1 ms per
+    prefill token), 8 seats, chunks of 256 tokens."""
     import shutil
 
     from servesim.analysis.explain import policy_sentence
@@ -118,6 +125,7 @@ def trace(
     if limit is not None and limit < 0:
         raise ConfigError(f"--limit {limit}: expected a number of rows >= 0 (0 = all)")
     rows = TRACE_ROWS if limit is None else limit or None
+    opts.no_cluster("trace")
     cfg, cm = opts.engine_config(policy), opts.cost_model()
     result = simulate(opts.requests(), cfg, policy, cm, max_records=None if json_path else rows)
     note(opts.lesson_note(policy))
@@ -159,25 +167,37 @@ def conform(
     scenario: Annotated[Path, typer.Argument(help="A scenario JSON in the ../shared/conformance format.")],
     expected: Annotated[Path | None, typer.Option("--expected", help="A trace recorded from vLLM to match.")] = None,
     out: Annotated[Path | None, typer.Option("--out", help="Write servesim's trace (same schema) here.")] = None,
+    policy: Annotated[str, typer.Option(help="vllm (../shared/conformance) or sglang (../shared/conformance/"
+                                             "sglang: SGLang's scenario and trace format).")] = "vllm",
 ) -> None:
-    """Run a conformance scenario with the vllm policy on a step clock (every step costs 1.0); with --expected,
-    exit 0 on an exact match, else print the first differing step side by side and exit 1."""
-    from servesim.conformance import first_difference, load_scenario, load_trace, run_scenario, to_trace
+    """Run a conformance scenario with the vllm (or sglang) policy on a step clock (every step costs 1.0); with
+    --expected, exit 0 on an exact match, else print the first differing step side by side and exit 1."""
     from servesim.export.json_records import write_json
     from servesim.export.paths import check_output_file
 
+    if policy not in ("vllm", "sglang"):
+        raise ConfigError(f"--policy {policy!r}: expected vllm or sglang (the engines with recorded schedules)")
+    if policy == "sglang":
+        from servesim import conformance_sglang as conf
+    else:
+        from servesim import conformance as conf
     if out:
         check_output_file(out, "--out")
-    sc = load_scenario(scenario)
-    actual = to_trace(sc, run_scenario(sc))
+    sc = conf.load_scenario(scenario)
+    actual = conf.to_trace(sc, conf.run_scenario(sc))
     if out:
         write_json(out, actual)
         console.print(f"wrote {out}")
+    summary = actual["summary"]
     if expected is None:
-        console.print(f"{len(actual['steps'])} steps, {actual['summary']['total_preemptions']} preemptions")
+        n = summary.get("total_preemptions", summary.get("total_retractions"))
+        console.print(f"{len(actual['steps'])} steps, {n} {'retractions' if policy == 'sglang' else 'preemptions'}")
         return
-    exp = load_trace(expected)
-    diff = first_difference(exp, actual)
+    exp = conf.load_trace(expected)
+    if policy == "sglang":
+        diff = conf.first_difference(exp, actual, radix=sc["config"].get("radix_cache", False))
+    else:
+        diff = conf.first_difference(exp, actual)
     if diff is None:
         console.print(f"[green]match[/green]: {len(actual['steps'])} steps identical to {expected}")
         return
@@ -185,7 +205,7 @@ def conform(
     from rich.table import Table
 
     t = Table(title=f"first difference: step #{i}, field {field}", title_justify="left")
-    t.add_column("vLLM (expected)", overflow="fold")
+    t.add_column(f"{'SGLang' if policy == 'sglang' else 'vLLM'} (expected)", overflow="fold")
     t.add_column("servesim", overflow="fold")
     t.add_row(json.dumps(want), json.dumps(got))
     console.print(t)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, fields, replace
 
+from servesim.engine.sglang_config import SGLangConfig
 from servesim.errors import ConfigError
 
 PREEMPTION_MODES = ("recompute", "swap")
@@ -39,6 +40,8 @@ class EngineConfig:
     # vLLM v1's default: on. It acts on requests that carry `hash_ids` with a bounded KV pool (they run step by
     # step for now); without block identities nothing can hit, and it changes nothing
     enable_prefix_caching: bool = True
+    # policy sglang: SGLang's own server arguments (`servesim.engine.sglang_config`); None = SGLang's defaults there
+    sglang: SGLangConfig | None = None
 
     def __post_init__(self) -> None:
         _positive("block_size", self.block_size)
@@ -71,6 +74,8 @@ class EngineConfig:
         if self.pcie_bandwidth <= 0:
             raise ConfigError(f"pcie_bandwidth must be > 0 bytes/s, got {self.pcie_bandwidth}")
         _positive("kv_bytes_per_token", self.kv_bytes_per_token)
+        if self.sglang is not None and not isinstance(self.sglang, SGLangConfig):
+            raise ConfigError(f"sglang must be an SGLangConfig, got {self.sglang!r}")
 
     def resolved(self, longest_request: int, default_budget: int = DEFAULT_BUDGET,
                  default_max_num_seqs: int = DEFAULT_MAX_NUM_SEQS,

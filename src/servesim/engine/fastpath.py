@@ -121,7 +121,8 @@ class FastPath:
             return False
         growth = cohort.growth(engine.step)
         if ((kv.free_blocks is not None and growth > kv.free_blocks) or (self.priority and n < len(running))
-                or (not self.decodes_first and len(engine.sched.waiting) and not engine.sched.swapped)):
+                or (not self.decodes_first and (len(engine.sched.waiting) and not engine.sched.swapped
+                                                or engine.sched.chunked_req is not None))):
             cohort.leave_all(running, engine.step)
             return False
         self.n, self.growth = n, growth

@@ -8,6 +8,7 @@ finishes it. When nothing can run, the clock jumps to the next arrival. No rando
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from heapq import heappop, heappush
@@ -71,15 +72,17 @@ class Engine:
                  "log", "fast", "states", "rejected", "arriving", "arrival_times", "nxt", "next_arrival", "now",
                  "step", "n_done", "arrivals",
                  "release", "preemptions", "swap_seconds_per_block", "check_invariants", "_sink", "followers",
-                 "pending", "num_served")
+                 "pending", "num_served", "until")
 
     def __init__(self, requests: Sequence[Request], cfg: EngineConfig, policy: str, cost: CostModel, record: str,
                  sink: Callable[[StepRecord], None] | None, max_records: int | None, fast: bool,
-                 check_invariants: bool) -> None:
+                 check_invariants: bool, hashed: bool | None = None) -> None:
         self.policy, self.config, self.cost, self.record = policy, cfg, cost, record
-        # prefix caching acts on requests with block identities, in a bounded pool
+        # prefix caching acts on requests with block identities, in a bounded pool (`hashed`: whether they carry
+        # them, for a cluster's replica that starts with no requests and is given them by `inject`)
+        hashed = any(r.hash_ids for r in requests) if hashed is None else hashed
         prefix = (cfg.enable_prefix_caching and cfg.num_gpu_blocks is not None and policy_class(policy).prefix_caching
-                  and any(r.hash_ids for r in requests))
+                  and hashed)
         if prefix and cfg.preemption_mode == "swap":
             raise ConfigError("prefix caching with preemption_mode swap is not modelled (vLLM v1 has no swap): "
                               "set enable_prefix_caching=false or preemption_mode=recompute")
@@ -96,8 +99,9 @@ class Engine:
             if max_records == 0:
                 self.stop_recording()
         self.log = StepLog(prefix_caching=prefix)
-        self.fast = (FastPath(cost, cfg.block_size, not self.sched.reserves_lifetime_kv, cfg.policy == "priority",
-                              self.sched.decodes_ahead, self.kv if prefix else None) if fast else StepByStep())
+        self.fast = (FastPath(cost, self.kv.block_size, not self.sched.reserves_lifetime_kv,
+                              cfg.policy == "priority" or self.sched.cohort_whole, self.sched.decodes_ahead,
+                              self.kv if prefix else None) if fast else StepByStep())
         order = sorted(range(len(requests)), key=lambda i: (requests[i].arrival_time, i))
         self.states = [RequestState(requests[i], i) for i in order]
         # requests longer than max_model_len fail at once, as vLLM rejects them; they never reach the queue
@@ -120,12 +124,18 @@ class Engine:
         self.preemptions = []
         self.swap_seconds_per_block = cfg.block_size * cfg.kv_bytes_per_token / cfg.pcie_bandwidth
         self.check_invariants = check_invariants
+        self.until = math.inf  # `run(until=...)`
 
-    def run(self, progress: Callable[[float, int, int, int], None] | None = None) -> None:
-        """Iterate until every request has finished: the lesson's story in order, one step at a time."""
+    def run(self, progress: Callable[[float, int, int, int], None] | None = None, until: float = math.inf) -> None:
+        """Iterate until every request has finished: the lesson's story in order, one step at a time.
+        `until`: return before the first iteration that starts at or after it (a cluster's replica, advanced to
+        its next event, which a finish in this run can bring forward; `servesim.cluster.replicas`)."""
         total, ticks, sched, fast = self.num_served, 0, self.sched, self.fast
+        self.until = until
         async_prefix = getattr(self.kv, "async_step", None) is not None
         while self.n_done < total or self.release:  # async: the last seats come back one step later
+            if self.now >= self.until:
+                return
             ticks += 1
             if progress is not None and not ticks & 4095:
                 progress(self.now, self.n_done, total, self.num_waiting())
@@ -188,6 +198,15 @@ class Engine:
         self.next_arrival = min((t for t in (times[nxt], pending[0][0] if pending else None) if t is not None),
                                 default=None)
 
+    def inject(self, s: RequestState) -> None:
+        """A cluster's router hands this replica `s`, to arrive at its `arrival_time` (as a released follower
+        does: through `pending`)."""
+        self.states.append(s)
+        self.num_served += 1
+        heappush(self.pending, (s.request.arrival_time, s.index, s))
+        if self.next_arrival is None or s.request.arrival_time < self.next_arrival:
+            self.next_arrival = s.request.arrival_time
+
     def release_followers(self, s: RequestState) -> None:
         """`s` is done: the turns sent after it arrive `think_time` after its last token (not before their own
         `arrival_time`)."""
@@ -225,6 +244,8 @@ class Engine:
         observed = self.release_finished() if self.release else []
         finished = fast.finishing(self, end)
         finished += self.advance(items, out, end)
+        if self.sched.end_step is not None:
+            self.sched.end_step()
         self.preemptions.extend(out.preemptions)
         if self.check_invariants:
             assert_invariants(self.sched, self.states, out, self.config)
@@ -240,7 +261,8 @@ class Engine:
                 free_blocks_after_schedule=free_after_schedule, free_blocks_after_step=kv.free_blocks,
                 token_budget=self.config.max_num_batched_tokens, swap_in_blocks=out.swap_in_blocks,
                 swap_out_blocks=out.swap_out_blocks, finished_observed=tuple(observed),
-                cached_free_blocks_after_schedule=cached_free,
+                cached_free_blocks_after_schedule=cached_free, forward_mode=out.forward_mode,
+                new_token_ratio=out.new_token_ratio, chunked_request=out.chunked_request,
             ))
         self.arrivals = []
         self.now = end
@@ -292,7 +314,7 @@ class Engine:
 
     def result(self) -> SimResult:
         cfg = self.config
-        step_log = self.log.freeze(cfg.usable_blocks)
+        step_log = self.log.freeze(self.kv.usable_blocks)
         clock = TokenClock(step_log.end_time)  # the same floats as each step's `end`
         self.fast.close()
         timelines = timelines_from_states(self.states, clock)
@@ -369,6 +391,9 @@ def assert_invariants(sched, states: list[RequestState], out, cfg: EngineConfig)
         assert all(pool.ref_cnt[b] == ids.count(b) for b in set(ids)), "ref counts off"
         assert not set(ids) & set(pool.free_queue), "a held block is in the free queue"
         held = len(set(ids))
+    tree = getattr(sched.kv, "radix", None)  # SGLang's radix cache holds finished requests' tokens
+    if tree is not None:  # requests' own pages plus the tree's tokens (a shared prefix counted once)
+        held = sched.own_pages() + tree.size
     if sched.kv.usable_blocks is not None:
         assert 0 <= sched.kv.free_blocks <= sched.kv.usable_blocks, "KV over-allocated"
         assert sched.kv.free_blocks + held == sched.kv.usable_blocks, "free + held != usable"

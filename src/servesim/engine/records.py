@@ -28,6 +28,12 @@ class Reason(str, enum.Enum):
     BLOCKED_BEHIND_HEAD = "blocked_behind_head"  # the head of the queue could not be admitted; no skipping
     BATCH_CLOSED = "batch_closed"  # static batching: nothing joins a running batch
     PREEMPTED = "preempted"  # was preempted in this step
+    # SGLang's (policy sglang)
+    NO_TOKEN = "no_token"  # memory after the running requests' reserve (new_token_ratio x outputs left) too small
+    CHUNK_BUDGET = "chunk_budget"  # chunked_prefill_size / max_prefill_tokens spent on requests ahead
+    MAX_RUNNING_REQUESTS = "max_running_requests"  # no request row left (the chunked request holds one)
+    BATCH_FULL = "batch_is_full"  # the running batch was marked full: no prefill is tried until it shrinks
+    PREFILL_FIRST = "prefill_first"  # a running request's decode waits while a prefill batch runs
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,6 +173,11 @@ class StepRecord:
     finished_observed: tuple[str, ...] = ()  # async scheduling: finishes whose blocks come back this step
     # prefix caching: free blocks that still hold cached KV (evictable; counted in free_blocks_after_schedule)
     cached_free_blocks_after_schedule: int | None = None
+    # policy sglang: the forward mode ("prefill" | "decode" | "mixed"), the new_token_ratio in force at schedule,
+    # the chunked request after schedule (else None for every policy)
+    forward_mode: str | None = None
+    new_token_ratio: float | None = None
+    chunked_request: str | None = None
 
     def __post_init__(self) -> None:
         if type(self.scheduled) is not Scheduled:

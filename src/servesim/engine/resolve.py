@@ -44,6 +44,7 @@ def resolve_config(
                                   "(counting from 0); expected every request id once")
             seen[r.request_id] = i
     _check_after(requests)
+    config = policy_class(policy).configure(config)
     if not policy_class(policy).chunked:
         config = replace(config, enable_chunked_prefill=False)
     budget, max_num_seqs = vllm_serve_defaults(getattr(cost, "gpu", None))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from servesim.engine.config import EngineConfig
 from servesim.errors import ConfigError
 from servesim.policies.base import Scheduler, SchedulerOutput
+from servesim.policies.sglang import SGLangScheduler
 from servesim.policies.static import StaticScheduler
 from servesim.policies.vllm import ContinuousScheduler, VLLMScheduler
 from servesim.policies.vllm_v0 import VLLMv0Scheduler
@@ -14,6 +15,7 @@ POLICIES: dict[str, type[Scheduler]] = {
     "continuous": ContinuousScheduler,
     "vllm": VLLMScheduler,
     "vllm-v0": VLLMv0Scheduler,
+    "sglang": SGLangScheduler,
 }
 
 

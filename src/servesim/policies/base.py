@@ -13,6 +13,7 @@ from servesim.engine.config import EngineConfig
 from servesim.engine.kv import KVCache, blocks_for
 from servesim.engine.records import Preemption, Reason, Waiting
 from servesim.engine.request import RequestState, RequestStatus
+from servesim.errors import ConfigError
 from servesim.policies.queue import make_queue
 
 # the ledger's mode for a victim whose last token was in flight (async scheduling): dropped, never recomputed
@@ -30,6 +31,10 @@ class SchedulerOutput:
     resumed: set[RequestState] = field(default_factory=set)  # (re)admitted after a preemption this step
     swap_in_blocks: int = 0
     swap_out_blocks: int = 0
+    # policy sglang: what SGLang decided (see StepRecord)
+    forward_mode: str | None = None
+    new_token_ratio: float | None = None
+    chunked_request: str | None = None
 
 
 class Scheduler:
@@ -39,6 +44,16 @@ class Scheduler:
     prefix_caching = False  # True: the policy looks up and reuses cached prefix blocks (vLLM v1)
     decodes_ahead = True  # False: a step may run prompts without the running decodes (vLLM v0): the engine's fast
     #                       path then schedules no decode ahead of schedule() while a request waits
+    cohort_whole = False  # True: the fast path takes the decode cohort only when it is the whole running batch
+    chunked_req = None  # a request between prompt chunks outside the running list (SGLang): no stretch meanwhile
+    end_step = None  # a policy's hook after each step has run (SGLang inserts prefilled tokens in its radix tree)
+
+    @classmethod
+    def configure(cls, config: EngineConfig) -> EngineConfig:
+        """The policy's own checks and defaults on the config, before vLLM's (`servesim.engine.resolve`)."""
+        if config.sglang is not None:
+            raise ConfigError(f"the sglang section of the config has no meaning under policy {cls.name}")
+        return config
 
     def __init__(self, config: EngineConfig, explain: bool = True) -> None:
         self.config = config

@@ -91,7 +91,7 @@ class VLLMScheduler(Scheduler):
                 self.kv.count_query(req, hits)
             if hits:
                 self.kv.take_hits(req, hits)
-            self.kv.allocate(req, cached + n)
+            self.kv.allocate(req, req.num_computed_tokens + n)  # (= cached + n but for a remote prefill)
             waiting.pop()
             if req.num_preemptions:
                 self.out.resumed.add(req)
@@ -109,7 +109,9 @@ class VLLMScheduler(Scheduler):
             return Reason.TOKEN_BUDGET, f"0 of {cfg.max_num_batched_tokens} tokens left", True
         if not cfg.enable_chunked_prefill and n > budget:
             return Reason.TOKEN_BUDGET, f"needs {n} tokens, {budget} left, chunking off", False
-        need = self.admission_blocks(req, len(hits) * cfg.block_size + min(n, budget)) + self.watermark_blocks()
+        # (num_computed_tokens: 0, or a disaggregated decode replica's remotely prefilled prompt)
+        need = (self.admission_blocks(req, req.num_computed_tokens + len(hits) * cfg.block_size + min(n, budget))
+                + self.watermark_blocks())
         if hits:
             need += self.kv.num_evictable(hits) - len(hits)
         if not self.kv.can_fit(need):

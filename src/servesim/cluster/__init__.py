@@ -1,0 +1,119 @@
+"""Clusters: replicas behind a router, and prefill/decode disaggregation (`simulate_cluster`).
+
+`replicas` (the shared clock, `Pool`), `routers`, `pd` (the KV link), `result` (`ClusterResult`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from servesim.cluster.pd import Link, check_link
+from servesim.cluster.replicas import ROLES, Cluster, Pool, make_replica
+from servesim.cluster.result import ClusterResult, cluster_timelines
+from servesim.cluster.routers import ROUTERS, make_router
+from servesim.cost import CostModel, get_cost_model
+from servesim.engine.config import EngineConfig
+from servesim.engine.loop import RECORD_LEVELS
+from servesim.engine.request import Request
+from servesim.engine.resolve import resolve_config
+from servesim.engine.result import SimResult
+from servesim.errors import ConfigError
+
+__all__ = ["ROUTERS", "ClusterResult", "Pool", "simulate_cluster"]
+
+DEFAULT_KV_BANDWIDTH = 50e9  # bytes/s: a 400 Gb/s RDMA NIC (ConnectX-7), the link llm-d's P/D guides assume
+DEFAULT_KV_LATENCY = 0.0
+
+
+def simulate_cluster(
+    requests: Sequence[Request],
+    pools: Sequence[Pool] | None = None,
+    *,
+    num_replicas: int = 1,
+    config: EngineConfig | None = None,
+    policy: str = "vllm",
+    cost: CostModel | str = "toy",
+    router: str = "round-robin",
+    seed: int = 0,
+    router_delay: float = 0.0,
+    kv_transfer_bandwidth: float = DEFAULT_KV_BANDWIDTH,
+    kv_transfer_latency: float = DEFAULT_KV_LATENCY,
+    record: str = "full",
+    fast: bool = True,
+    check_invariants: bool = False,
+) -> ClusterResult:
+    """Run `requests` on a cluster: `num_replicas` copies of one engine (`config`, `policy`, `cost`), or the
+    `pools` given (heterogeneous replicas; pools of role "prefill" and "decode" make it disaggregated). `router`
+    picks each request's replica at its arrival from what the replicas report `router_delay` seconds earlier
+    (`servesim.cluster.routers`). P/D: the KV moves over `kv_transfer_bandwidth` bytes/s per prefill replica
+    with `kv_transfer_latency` seconds (`servesim.cluster.pd`)."""
+    if record not in RECORD_LEVELS:
+        raise ConfigError(f"unknown record level {record!r}; valid: {', '.join(RECORD_LEVELS)}")
+    if pools is None:
+        if isinstance(num_replicas, bool) or not isinstance(num_replicas, int) or num_replicas < 1:
+            raise ConfigError(f"--num-replicas {num_replicas!r}: expected an integer >= 1")
+        pools = [Pool(num_replicas, config, policy, cost)]
+    if not isinstance(router_delay, int | float) or not 0 <= router_delay < float("inf"):
+        raise ConfigError(f"--router-delay-ms: got {router_delay!r} s; expected a finite number >= 0")
+    roles = {p.role for p in pools}
+    for p in pools:
+        if p.role not in ROLES:
+            raise ConfigError(f"pool role {p.role!r}: expected one of {', '.join(ROLES)}")
+        if isinstance(p.count, bool) or not isinstance(p.count, int) or p.count < 1:
+            raise ConfigError(f"pool of {p.role} replicas: count {p.count!r}; expected an integer >= 1")
+    disaggregated = roles & {"prefill", "decode"}
+    if disaggregated and roles != {"prefill", "decode"}:
+        raise ConfigError("a disaggregated cluster has prefill and decode pools only "
+                          f"(got {', '.join(sorted(roles))})")
+    requests = list(requests)
+    hashed = any(r.hash_ids for r in requests)
+    replicas = []
+    for p in pools:
+        cm = get_cost_model(p.cost) if isinstance(p.cost, str) else p.cost
+        cfg = resolve_config(p.config or EngineConfig(), p.policy, requests, cm)
+        if disaggregated and hashed and cfg.enable_prefix_caching:
+            raise ConfigError("prefix caching on a disaggregated cluster is not modelled yet: set "
+                              "enable_prefix_caching=false (--no-prefix-caching)")
+        if p.role == "decode" and p.policy != "vllm":
+            raise ConfigError(f"a decode pool runs the vllm policy (it admits remotely prefilled requests), got "
+                              f"{p.policy!r}")
+        on = fast and not cfg.async_scheduling and not check_invariants
+        for _ in range(p.count):
+            replicas.append(make_replica(len(replicas), p.role, cfg, p.policy, cm, record, on, check_invariants,
+                                         hashed))
+    links = None
+    if disaggregated:
+        check_link(kv_transfer_bandwidth, kv_transfer_latency)
+        links = [Link(kv_transfer_bandwidth, kv_transfer_latency) for _ in replicas]
+    routers = {role: make_router(router, seed) for role in ROLES}
+    cluster = Cluster(replicas, routers, requests, router_delay, links)
+    cluster.run()
+    return _result(cluster, requests, record, routers["both"].name)
+
+
+def _result(cluster: Cluster, requests: list[Request], record: str, router: str) -> ClusterResult:
+    replicas = cluster.replicas
+    local = [sorted(s.index for s in r.states) for r in replicas]
+    results = [_local(r.result(), rows) for r, rows in zip(replicas, local)]
+    ends = [res.step_log.end_time for res in results]
+    rejected = set(cluster.rejected)
+    timelines = cluster_timelines(requests, cluster.states, cluster.decode_states, cluster.placed, ends, rejected)
+    first = results[0]
+    merged = SimResult(first.policy, first.cost_model, first.config, (), timelines,
+                       tuple(p for res in results for p in res.preemptions), None, record,
+                       tuple(requests[i].request_id for i in sorted(rejected)))
+    return ClusterResult(tuple(results), tuple(r.role for r in replicas), router, tuple(cluster.routes), merged,
+                         tuple(p for p, _ in cluster.placed), tuple(cluster.transfers),
+                         tuple(link.busy for link, r in zip(cluster.links or (), replicas) if r.role == "prefill"))
+
+
+def _local(result: SimResult, rows: list[int]) -> SimResult:
+    """A replica's timelines name the request whose blocks served a prefix hit by its workload index: make it
+    the replica's own row."""
+    import numpy as np
+
+    t = result.timelines
+    if len(t) and (t.cached_from >= 0).any():
+        have = t.cached_from >= 0
+        t.cached_from[have] = np.searchsorted(np.array(rows), t.cached_from[have])
+    return result

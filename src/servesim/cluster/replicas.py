@@ -1,0 +1,276 @@
+"""Replicas on one simulated clock: each an unchanged servesim `Engine`, advanced in next-event order.
+
+A replica may start a step at time `s` only once everything that can reach it at or before `s` is known:
+- a request the router sends it: routing at time `a` needs every replica's state at `a`, so every replica is
+  advanced to `a` first (its steps that start before `a`; its stretches stop there too, as its horizon);
+- a prefill's KV landing on a decode replica, or (closed loop) a conversation's next turn released by a finish
+  on another replica: these come at the end of some replica's step, after its start. So a replica that can be
+  reached this way advances only up to the clocks of the replicas that can reach it (the lowest clock first,
+  ties by replica index); without them (open loop, no P/D) every replica runs to the next arrival at once, its
+  fast path planning the stretch up to it.
+No randomness but the `random` router's seeded generator; ties by replica index, then workload order.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from heapq import heappop, heappush
+
+from servesim.cluster.pd import Link, Transfer
+from servesim.cluster.routers import ReplicaState, Router
+from servesim.cost import CostModel
+from servesim.engine.config import EngineConfig
+from servesim.engine.kv import PrefixCachingKV, blocks_for
+from servesim.engine.loop import Engine
+from servesim.engine.request import Request, RequestState
+
+ROLES = ("both", "prefill", "decode")
+
+
+@dataclass(frozen=True, slots=True)
+class Pool:
+    """`count` identical replicas: one engine config, policy and cost model. A heterogeneous cluster is several
+    pools (e.g. prefill on H100 TP2, decode on A100); `role` prefill / decode makes it disaggregated."""
+
+    count: int = 1
+    config: EngineConfig | None = None
+    policy: str = "vllm"
+    cost: CostModel | str = "toy"
+    role: str = "both"
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """One routing decision: the replica chosen, every candidate's score, what the router saw."""
+
+    request_id: str
+    time: float
+    replica: int  # index in the cluster
+    candidates: tuple[int, ...]  # the replicas it chose among (a pool)
+    scores: tuple[float, ...]  # one per candidate
+    states: tuple[ReplicaState, ...]  # what each candidate reported (as of `time - router delay`)
+    prefix: tuple[float, ...] | None  # the share of the prompt each candidate's prefix cache holds
+
+
+class Replica(Engine):
+    """An `Engine` that starts empty and is given its requests (`inject`); its next event is never past its
+    `horizon`, the cluster's next event, so its fast path's stretches stop there."""
+
+    __slots__ = ("horizon", "index", "role", "releases")
+
+    def add_arrivals(self) -> None:
+        Engine.add_arrivals(self)
+        h = self.horizon
+        if h < math.inf and (self.next_arrival is None or h < self.next_arrival):
+            self.next_arrival = h
+
+    @property
+    def busy(self) -> bool:
+        return self.n_done < self.num_served or bool(self.release)
+
+    @property
+    def next_start(self) -> float:
+        """The earliest its next step can start: now, or (nothing to run) when its next request arrives."""
+        if self.sched.has_work() or self.release:
+            return self.now
+        return max(self.now, self.pending[0][0]) if self.pending else math.inf
+
+    def report(self) -> ReplicaState:
+        usable, free = self.kv.usable_blocks, self.kv.free_blocks
+        use = 0.0 if usable is None else 1.0 - free / usable
+        return ReplicaState(self.num_waiting() + len(self.pending), len(self.running), use)
+
+    def prefix_share(self, s: RequestState) -> float:
+        kv = self.kv
+        if not isinstance(kv, PrefixCachingKV) or s.request.hash_ids is None:
+            return 0.0
+        return len(kv.lookup(s)) * kv.block_size / s.request.prompt_len
+
+
+class Cluster:
+    """The replicas, the routers (one per pool the router picks from), the links (P/D), and the clock."""
+
+    def __init__(self, replicas: list[Replica], routers: dict[str, Router], requests: list[Request],
+                 router_delay: float, links: list[Link] | None) -> None:
+        self.replicas, self.routers, self.delay, self.links = replicas, routers, router_delay, links
+        self.pools = {role: [r.index for r in replicas if r.role == role] for role in ROLES}
+        self.disaggregated = links is not None
+        self.states = [RequestState(r, i) for i, r in enumerate(requests)]
+        self.decode_states: dict[int, RequestState] = {}  # P/D: the decode side's state, by workload index
+        self.placed: list[tuple[int, int]] = [(-1, -1)] * len(requests)  # (replica, decode replica) per request
+        index = {r.request_id: i for i, r in enumerate(requests)}
+        self.followers: dict[int, list[int]] = {}
+        for i, r in enumerate(requests):
+            if r.after is not None:
+                self.followers.setdefault(index[r.after], []).append(i)
+        first = [i for i, r in enumerate(requests) if r.after is None]
+        self.arrivals = [(requests[i].arrival_time, i) for i in first]  # already in (time, index) order
+        self.arrivals.sort()
+        self.next = 0
+        self.pending: list[tuple[float, int]] = []  # followers released: (arrival, index), a heap
+        self.routes: list[Route] = []
+        self.transfers: list[Transfer] = []
+        self.rejected: list[int] = []
+        self.reports: list[list[tuple[float, ReplicaState]]] = [[] for _ in replicas]
+        # who can reach whom between routing events: closed loop: everyone everyone; P/D: prefill -> decode
+        closed = bool(self.followers)
+        self.sources = [[q.index for q in replicas if q is not r and (closed or (self.disaggregated
+                         and r.role == "decode" and q.role == "prefill"))] for r in replicas]
+        self.lockstep = any(self.sources)
+        for r in replicas:
+            r.sched.on_finish = self.prefilled if r.role == "prefill" else self.finished
+
+    # -- the clock ----------------------------------------------------------------------------------------------
+    def run(self) -> None:
+        while True:
+            b = self.advance_all(self.next_routing())
+            if b == math.inf:
+                return
+            self.route_due(b)
+
+    def next_routing(self) -> float:
+        t = self.arrivals[self.next][0] if self.next < len(self.arrivals) else math.inf
+        return min(t, self.pending[0][0]) if self.pending else t
+
+    def advance_all(self, b: float) -> float:
+        """Every replica's steps that start before `b`, the next routing (brought forward when a finish releases
+        a turn before it); returns it."""
+        replicas = self.replicas
+        if not self.lockstep:
+            for r in replicas:
+                self.advance(r, b)
+            return b
+        while True:
+            b = min(b, self.next_routing())
+            busy = [(r.next_start, r.index) for r in replicas if r.busy]
+            start, i = min(busy, default=(math.inf, -1))
+            if start >= b:
+                return b
+            peers = [replicas[q].next_start for q in self.sources[i] if replicas[q].busy]
+            self.advance(replicas[i], min(b, math.nextafter(min(peers), math.inf)) if peers else b)
+
+    def advance(self, r: Replica, until: float) -> None:
+        """Run `r` up to `until`, giving back (P/D) the blocks of transfers that have landed as its clock passes
+        them."""
+        while r.busy:
+            t = r.releases[0][0] if r.releases else math.inf
+            u = min(until, t)
+            r.horizon = u
+            r.run(until=u)
+            if t > until or r.now < t:
+                break
+            give_back(r, t)
+        if r.releases:
+            give_back(r, until)  # nothing of it runs before `until`: they are back by then
+
+    # -- routing ------------------------------------------------------------------------------------------------
+    def route_due(self, b: float) -> None:
+        arrivals, requests = self.arrivals, self.states
+        due = []
+        while self.next < len(arrivals) and arrivals[self.next][0] <= b:
+            due.append(arrivals[self.next])
+            self.next += 1
+        while self.pending and self.pending[0][0] <= b:
+            due.append(heappop(self.pending))
+        for r in self.replicas:
+            if r.releases:
+                give_back(r, b)
+        if self.delay:
+            for r in self.replicas:
+                self.reports[r.index].append((b, r.report()))
+        for _, i in sorted(due):
+            self.route(requests[i], b)
+
+    def seen(self, j: int, t: float) -> ReplicaState:
+        """Replica j's state as the router sees it at `t`: now (the requests just sent to it included), or with a
+        delay its report at the last routing `delay` or more ago."""
+        if not self.delay:
+            return self.replicas[j].report()
+        history = self.reports[j]
+        cutoff = t - self.delay
+        while len(history) > 1 and history[1][0] <= cutoff:
+            history.pop(0)
+        return history[0][1] if history[0][0] <= cutoff else ReplicaState(0, 0, 0.0)
+
+    def pick(self, role: str, s: RequestState, t: float) -> int:
+        pool, router = self.pools[role], self.routers[role]
+        states = [self.seen(j, t) for j in pool]
+        prefix = [self.replicas[j].prefix_share(s) for j in pool] if router.needs_prefix else None
+        k, scores = router.pick(states, prefix)
+        self.routes.append(Route(s.request_id, t, pool[k], tuple(pool), scores, tuple(states),
+                                 None if prefix is None else tuple(prefix)))
+        return pool[k]
+
+    def route(self, s: RequestState, t: float) -> None:
+        r = s.request
+        if not self.disaggregated:
+            j = self.pick("both", s, t)
+            if r.prompt_len + r.output_len > self.replicas[j].config.max_model_len:
+                return self.reject(s.index)
+            self.placed[s.index] = (j, -1)
+            self.replicas[j].inject(s)
+            return
+        p, d = self.pick("prefill", s, t), self.pick("decode", s, t)
+        if any(r.prompt_len + r.output_len > self.replicas[x].config.max_model_len for x in (p, d)):
+            return self.reject(s.index)
+        self.placed[s.index] = (p, d)
+        if r.output_len > 1:
+            self.decode_states[s.index] = RequestState(r, s.index)
+        s.request = replace(r, output_len=1)  # the prefill side's part: the prompt and its first token
+        self.replicas[p].inject(s)
+
+    def reject(self, i: int) -> None:
+        """Longer than the chosen replica's max_model_len: it fails on arrival, and so do its session's turns."""
+        self.rejected.append(i)
+        for f in self.followers.pop(i, ()):
+            self.reject(f)
+
+    # -- what replicas tell the cluster (their schedulers' on_finish) --------------------------------------------
+    def finished(self, s: RequestState, side: int | None = None) -> None:
+        """A request's last token: release the turns sent after it (closed loop). `side`: which of its replicas
+        finished it (0: its replica or prefill replica, 1: its decode replica)."""
+        for f in self.followers.pop(s.index, ()):
+            r = self.states[f].request
+            t = max(r.arrival_time, s.finish_time + r.think_time)
+            self.states[f].request = replace(r, arrival_time=t)
+            heappush(self.pending, (t, f))
+            # its replica stops there: the turn is routed at `t`, which may be before the replica's next event
+            here = self.replicas[self.placed[s.index][int(self.disaggregated) if side is None else side]]
+            here.until, here.horizon = min(here.until, t), min(here.horizon, t)
+            if here.next_arrival is None or t < here.next_arrival:
+                here.next_arrival = t
+
+    def prefilled(self, s: RequestState) -> None:
+        """P/D: the prompt's first token on the prefill side; its KV leaves for the decode replica, whose blocks
+        the prefill replica keeps until it lands."""
+        ds = self.decode_states.get(s.index)
+        if ds is None:  # a one-token answer is done on the prefill side
+            return self.finished(s, 0)
+        p, d = self.placed[s.index]
+        src, dst = self.replicas[p], self.replicas[d]
+        nbytes = s.request.prompt_len * src.config.kv_bytes_per_token
+        start, land = self.links[p].send(s.finish_time, nbytes)
+        self.transfers.append(Transfer(s.request_id, p, d, nbytes, s.finish_time, start, land))
+        if src.kv.free_blocks is not None:
+            held = min(blocks_for(s.request.prompt_len, src.config.block_size), src.kv.free_blocks)
+            src.kv.free_blocks -= held
+            heappush(src.releases, (land, held))
+        ds.request = replace(ds.request, arrival_time=land)
+        ds.num_computed_tokens, ds.num_output_tokens = s.request.prompt_len, 1
+        ds.sampled_since_admission = True  # its next step feeds the first token back: a decode
+        dst.inject(ds)
+
+
+def give_back(r: Replica, t: float) -> None:
+    """P/D: the blocks of the transfers landed by `t` come back to the prefill replica."""
+    while r.releases and r.releases[0][0] <= t:
+        _, blocks = heappop(r.releases)
+        r.kv.free_blocks += blocks
+
+
+def make_replica(index: int, role: str, cfg: EngineConfig, policy: str, cost: CostModel, record: str,
+                 fast: bool, check_invariants: bool, hashed: bool) -> Replica:
+    r = Replica([], cfg, policy, cost, record, None, None, fast, check_invariants, hashed=hashed)
+    r.horizon, r.index, r.role, r.releases = math.inf, index, role, []
+    return r

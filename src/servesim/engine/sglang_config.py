@@ -1,0 +1,79 @@
+"""SGLang's server arguments that its scheduler reads, under SGLang's own names (`EngineConfig.sglang`).
+
+vLLM's knobs in `EngineConfig` keep their vLLM meaning; under the `sglang` policy those with no SGLang meaning
+are refused (`servesim.policies.sglang.resolve_sglang`), never ignored.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from servesim.errors import ConfigError
+
+SCHEDULE_POLICIES = ("fcfs", "lpm", "lof")
+CLIP_MAX_NEW_TOKENS = 4096  # SGLang's SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION default: caps each reservation
+
+
+@dataclass(frozen=True, slots=True)
+class SGLangConfig:
+    # the token-level KV pool (SGLang's token_to_kv_pool); None = unlimited, or derived from GPU memory by a cost
+    # model that can (servesim's derivation with page_size-token blocks)
+    max_total_num_tokens: int | None = None
+    page_size: int = 1
+    chunked_prefill_size: int | None = 8192  # None (SGLang: -1) = chunking off
+    max_prefill_tokens: int = 16384
+    max_running_requests: int = 1024  # servesim's default (SGLang derives it from the pool at start-up)
+    schedule_policy: str = "fcfs"  # fcfs | lpm | lof
+    schedule_conservativeness: float = 1.0
+    enable_mixed_chunk: bool = False
+    disable_radix_cache: bool = False
+    # new_token_ratio: None = SGLang's defaults from schedule_conservativeness (init min(0.7 x c, 1), min init x
+    # 0.14, decay (init - min) / 600 per decode step)
+    init_new_token_ratio: float | None = None
+    min_new_token_ratio: float | None = None
+    new_token_ratio_decay: float | None = None
+    retract_decode_steps: int = 20  # SGLANG_RETRACT_DECODE_STEPS: the ratio's allowance per request on retraction
+
+    def __post_init__(self) -> None:
+        for name in ("page_size", "max_prefill_tokens", "max_running_requests", "retract_decode_steps"):
+            _int(name, getattr(self, name), 1)
+        for name in ("max_total_num_tokens", "chunked_prefill_size"):
+            if getattr(self, name) is not None:
+                _int(name, getattr(self, name), 1)
+        if self.schedule_policy not in SCHEDULE_POLICIES:
+            raise ConfigError(f"sglang.schedule_policy {self.schedule_policy!r}: expected one of "
+                              f"{', '.join(SCHEDULE_POLICIES)}")
+        for name in ("enable_mixed_chunk", "disable_radix_cache"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"sglang.{name} must be true or false, got {getattr(self, name)!r}")
+        for name in ("schedule_conservativeness", "init_new_token_ratio", "min_new_token_ratio",
+                     "new_token_ratio_decay"):
+            v = getattr(self, name)
+            if v is None and name != "schedule_conservativeness":
+                continue
+            if isinstance(v, bool) or not isinstance(v, int | float) or not 0 <= v < float("inf"):
+                raise ConfigError(f"sglang.{name} must be a finite number >= 0, got {v!r}")
+        if self.page_size > 1 and not self.disable_radix_cache:
+            raise ConfigError("sglang.page_size > 1 with the radix cache is not modelled: set disable_radix_cache "
+                              "or page_size 1")
+
+    @property
+    def ratio_init(self) -> float:
+        if self.init_new_token_ratio is not None:
+            return self.init_new_token_ratio
+        return min(0.7 * self.schedule_conservativeness, 1.0)
+
+    @property
+    def ratio_min(self) -> float:
+        return self.ratio_init * 0.14 if self.min_new_token_ratio is None else self.min_new_token_ratio
+
+    @property
+    def ratio_decay(self) -> float:
+        if self.new_token_ratio_decay is not None:
+            return self.new_token_ratio_decay
+        return (self.ratio_init - self.ratio_min) / 600
+
+
+def _int(name: str, value: object, low: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ConfigError(f"sglang.{name} must be an integer >= {low}, got {value!r}")

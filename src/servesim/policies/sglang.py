@@ -1,0 +1,433 @@
+"""SGLang's scheduler (pinned: SGLang 0.5.23, the non-overlap event loop): prefill first, in separate batches.
+
+Each iteration first tries to build a prefill batch (`PrefillAdder`: the chunked request first, then the waiting
+queue in policy order, against a token budget, a chunk budget and memory minus what the running requests are
+expected to still need, `new_token_ratio` x their remaining outputs); only when none is built do all running
+requests decode one token. With `enable_mixed_chunk` the decodes ride in the prefill's forward. A decode that
+does not fit retracts requests (fewest outputs first) to the back of the queue. Rules S1-S10 of
+../shared/conformance/sglang/README.md, read in SGLang's `managers/scheduler.py`, `schedule_policy.py`,
+`schedule_batch.py` and `mem_cache/radix_cache.py`; see docs/sglang.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from servesim.engine.config import EngineConfig
+from servesim.engine.radix_cache import RadixCache
+from servesim.engine.records import Preemption, Reason
+from servesim.engine.request import RequestState, RequestStatus
+from servesim.engine.sglang_config import CLIP_MAX_NEW_TOKENS, SGLangConfig
+from servesim.engine.token_pool import TokenPool
+from servesim.errors import ConfigError
+from servesim.policies.base import Scheduler, SchedulerOutput
+
+OUTPUT_TOKEN = 7  # the token every output is taken to be (the recorded fixtures' `sampled_token_id`)
+LPM_MAX_QUEUE = 128  # lpm falls back to fcfs above this many waiting requests
+IN_BATCH_PREFIX = 32  # lpm's in-batch prefix thresholds (IN_BATCH_PREFIX_CACHING_*_THRESHOLD)
+RETRACT = "retract (decode memory)"  # the preemption ledger's mode for a decode retraction
+VLLM_ONLY = {  # vLLM knobs with no meaning under SGLang's scheduler, and what to use instead
+    "max_num_batched_tokens": "sglang.chunked_prefill_size / max_prefill_tokens",
+    "max_num_seqs": "sglang.max_running_requests", "num_gpu_blocks": "sglang.max_total_num_tokens",
+    "long_prefill_token_threshold": "sglang.chunked_prefill_size", "watermark": None,
+    "async_scheduling": None, "swap_space": None,
+}
+
+
+def resolve_sglang(cfg: EngineConfig) -> EngineConfig:
+    """Refuse vLLM-only knobs; fill `EngineConfig.sglang` and the vLLM-named fields readers show (the budget as
+    the chunk size, max_num_seqs as max_running_requests)."""
+    base = EngineConfig()
+    for name, instead in VLLM_ONLY.items():
+        if getattr(cfg, name) != getattr(base, name):
+            use = f"; use {instead}" if instead else ""
+            raise ConfigError(f"{name} is a vLLM knob with no meaning under policy sglang{use}")
+    if cfg.preemption_mode != "recompute" or cfg.policy != "fcfs" or not cfg.enable_chunked_prefill:
+        raise ConfigError("preemption_mode, policy and enable_chunked_prefill are vLLM knobs: under policy sglang "
+                          "use sglang.schedule_policy and sglang.chunked_prefill_size (None = chunking off)")
+    sg = cfg.sglang or SGLangConfig()
+    if sg.max_total_num_tokens is not None:
+        # a request is admitted only if prompt + max_new + page_size < the whole pool: longer ones would wait
+        # forever, so they fail on arrival (servesim's guard; SGLang rejects beyond max_req_len)
+        longest = sg.max_total_num_tokens - 1 - sg.page_size
+        cfg = replace(cfg, max_model_len=min(cfg.max_model_len or longest, longest))
+    if sg.chunked_prefill_size is None:
+        # chunking off: the first prompt may exceed max_prefill_tokens, so the budget readers see is vLLM's
+        # unchunked one (max_model_len)
+        if sg.enable_mixed_chunk:
+            raise ConfigError("sglang.enable_mixed_chunk needs sglang.chunked_prefill_size (chunking is off)")
+        return replace(cfg, sglang=sg, max_num_seqs=sg.max_running_requests, enable_chunked_prefill=False)
+    budget = max(sg.chunked_prefill_size, sg.max_running_requests)
+    return replace(cfg, sglang=sg, max_num_seqs=sg.max_running_requests, max_num_batched_tokens=budget)
+
+
+class SGLangScheduler(Scheduler):
+    name = "sglang"
+    prefix_caching = False  # its radix cache is its own (`servesim.engine.radix_cache`), not vLLM's block cache
+    decodes_ahead = False  # a prefill step runs no decode: the fast path steps aside while anyone waits
+    cohort_whole = True  # the fast path takes the decode cohort only when it is the whole running batch
+
+    @classmethod
+    def configure(cls, config: EngineConfig) -> EngineConfig:
+        return resolve_sglang(config)
+
+    def __init__(self, config: EngineConfig, explain: bool = True) -> None:
+        super().__init__(config, explain)
+        self.sg = sg = config.sglang or SGLangConfig()
+        self.radix = None if sg.disable_radix_cache else RadixCache()
+        self.kv = TokenPool(sg.page_size, sg.max_total_num_tokens, self.radix)
+        self.waiting = WaitingQueue()
+        self.chunked_req: RequestState | None = None
+        self.batch_is_full = False  # SGLang's running_batch.batch_is_full: no prefill is tried until it shrinks
+        self.ratio = sg.ratio_init
+        self.last_step = -1  # the last step schedule() decided (the steps between were the fast path's decodes)
+        self.locks: dict[RequestState, tuple] = {}  # radix: each holder's locked (node, prefix length)
+        self.keys: dict[RequestState, tuple] = {}  # radix: each request's prompt tokens
+        self.extended: list[RequestState] = []  # this step's prefill rows, inserted into the tree after it
+
+    # -- the iteration ------------------------------------------------------------------------------------------
+    def schedule(self, num_decoding_ahead: int = 0) -> SchedulerOutput:
+        if num_decoding_ahead:
+            raise RuntimeError("the sglang policy takes no decodes ahead (a servesim bug)")
+        self.out = out = SchedulerOutput()
+        for _ in range(self.step_index - self.last_step - 1):  # the fast path's decode steps, each decayed
+            self._decay()
+        self.last_step = self.step_index
+        if self._prefill():
+            out.forward_mode = "mixed" if any(s.sampled_since_admission for s in out.scheduled) else "prefill"
+            for s in self.running:
+                if s not in out.scheduled:
+                    self.note(s, Reason.PREFILL_FIRST, "a prefill batch runs first")
+        elif self.running:
+            self._decode()
+            out.forward_mode = "decode"
+        else:
+            self.ratio = self.sg.ratio_init  # fully idle: the ratio starts over
+        out.new_token_ratio = self.ratio  # after this step's decay (or retraction)
+        out.chunked_request = self.chunked_req.request_id if self.chunked_req is not None else None
+        return out
+
+    def _prefill(self) -> bool:
+        """SGLang's get_new_batch_prefill: True when a prefill batch was built (its rows are in `out`)."""
+        waiting, running, chunked, sg = self.waiting, self.running, self.chunked_req, self.sg
+        if not running:
+            self.batch_is_full = False  # an empty running batch is never full (update_running_batch)
+        if (self.batch_is_full or not waiting) and chunked is None:
+            self.note_rest(waiting, Reason.BATCH_FULL, "the running batch is full until it shrinks", True)
+            return False
+        allocatable = sg.max_running_requests - len(running)
+        if allocatable <= 0 and chunked is None:
+            self.batch_is_full = True
+            self.note_rest(waiting, Reason.MAX_RUNNING_REQUESTS, f"{len(running)} running", True)
+            return False
+        self._order()
+        adder = Adder(self, len(running) if sg.enable_mixed_chunk else 0)
+        batch: list[RequestState] = []
+        if chunked is not None:
+            adder.add_chunked(chunked)
+            batch.append(chunked)
+            self.chunked_req = chunked if chunked.num_computed_tokens + self.out.scheduled[chunked] < \
+                chunked.num_tokens else None
+        admitted = 0
+        for s in waiting:
+            if len(batch) >= allocatable:
+                self.batch_is_full = True
+                self._note_from(admitted, Reason.MAX_RUNNING_REQUESTS, f"{len(running)} running + {len(batch)} "
+                                f"in the batch = max_running_requests")
+                break
+            res = adder.add_one(s)
+            if res is Reason.NO_TOKEN or res is Reason.CHUNK_BUDGET:
+                if res is Reason.NO_TOKEN:
+                    self.batch_is_full = True
+                if s not in self.out.scheduled:
+                    self._note_from(admitted, res, adder.why)
+                    break
+            batch.append(s)
+            admitted += 1
+            if s is adder.new_chunked:
+                self.chunked_req = s
+            if res is not None:
+                self._note_from(admitted, res, adder.why)
+                break
+        if not batch:
+            return False
+        del waiting[:admitted]
+        adder.allocate()
+        complete = [s for s in batch if s is not self.chunked_req]
+        self.extended = batch
+        decodes = self._mix() if sg.enable_mixed_chunk and running else []
+        # the prefill batch joins the running batch (merged at the next iteration, in admission order); a mixed
+        # batch puts its prefill rows before the decodes
+        running[:] = complete + decodes if decodes else running + complete
+        return True
+
+    def _note_from(self, i: int, reason: Reason, detail: str) -> None:
+        if self.explain:
+            self.note_rest(self.waiting[i:], reason, detail, reason is Reason.MAX_RUNNING_REQUESTS)
+
+    def _mix(self) -> list[RequestState]:
+        """Mixed chunk: the running requests decode in the prefill's forward, if their slots fit (else they sit
+        out this step; a mixed step never retracts)."""
+        running, kv = self.running, self.kv
+        need = self._decode_pages(running)
+        if not kv.make_room(need):
+            return []
+        for s in running:
+            self._take_decode(s)
+        return list(running)
+
+    def _decode(self) -> None:
+        """update_running_batch: one slot per running request (evicting the tree); else retract until it fits."""
+        running, kv = self.running, self.kv
+        if not kv.make_room(self._decode_pages(running)):
+            self._retract()
+        else:
+            self._decay()
+        for s in running:
+            self._take_decode(s)
+
+    def _decay(self) -> None:
+        self.ratio = max(self.ratio - self.sg.ratio_decay, self.sg.ratio_min)
+
+    def _decode_pages(self, reqs) -> int:
+        ps = self.sg.page_size
+        return len(reqs) if ps == 1 else sum(1 for s in reqs if s.num_computed_tokens % ps == 0)
+
+    def _take_decode(self, s: RequestState) -> None:
+        if s.num_computed_tokens % self.sg.page_size == 0:
+            self.kv.grow(s, 1)
+        self.out.scheduled[s] = 1
+
+    def _retract(self) -> None:
+        """retract_decode: sort by (outputs, -prompt) descending, stably; retract from the end until the rest
+        fit, at least one, never the last; the ratio becomes the survivors' observed share of their outputs."""
+        running, kv, sg = self.running, self.kv, self.sg
+        order = sorted(running, key=lambda s: (s.num_output_tokens, -s.request.prompt_len), reverse=True)
+        first = True
+        while first or not kv.make_room(self._decode_pages(order)):
+            if len(order) == 1:
+                break
+            first = False
+            self._retract_one(order.pop())
+        kept = set(order)
+        running[:] = [s for s in running if s in kept]
+        decoded = sum(s.num_output_tokens for s in running)
+        max_new = sum(s.request.output_len for s in running)
+        self.ratio = min(1.0, (decoded + sg.retract_decode_steps * len(running)) / (max_new + 1))
+        self.batch_is_full = False
+
+    def _retract_one(self, victim: RequestState) -> None:
+        """The victim frees all its KV, keeps its outputs and goes to the back of the queue (re-prefills prompt
+        and outputs)."""
+        blocks, discarded = victim.num_blocks, victim.num_computed_tokens
+        repeat = victim.num_preemptions > 0
+        victim.num_preemptions += 1
+        self.kv.give_back(victim, victim.num_blocks - self.prefix_len(victim))
+        victim.num_blocks = 0
+        self._unlock(victim)
+        victim.num_computed_tokens = 0
+        victim.sampled_since_admission = False
+        victim.status = RequestStatus.WAITING
+        self.waiting.append(victim)
+        self.out.preempted.append(victim)
+        self.out.preemptions.append(Preemption(self.step_index, victim.request_id, RETRACT, discarded, 0, blocks,
+                                               0.0, repeat))
+
+    # -- the waiting queue's order (SchedulePolicy.calc_priority) ----------------------------------------------
+    def _order(self) -> None:
+        policy, waiting = self.sg.schedule_policy, self.waiting
+        if policy == "lof":
+            waiting.sort(key=lambda s: -s.request.output_len)
+        elif policy == "lpm" and self.radix is not None and len(waiting) <= LPM_MAX_QUEUE:
+            shadow, later = RadixCache(), set()
+            match = {}
+            for s in waiting:
+                key = self.key(s, s.num_tokens)
+                match[s] = self.radix.match(key[:-1])[0]
+                if match[s] <= IN_BATCH_PREFIX:
+                    if shadow.match(key)[0] >= IN_BATCH_PREFIX:
+                        later.add(s)
+                    else:
+                        shadow.insert(key)
+            waiting.sort(key=lambda s: float("inf") if s in later else -match[s])
+
+    # -- the radix cache --------------------------------------------------------------------------------------
+    def key(self, s: RequestState, n: int) -> tuple:
+        """The first n tokens of `s`'s prompt and outputs: its hash_ids as token ids (one per token), else a token
+        no other request has; outputs are OUTPUT_TOKEN."""
+        prompt = self.keys.get(s)
+        if prompt is None:
+            r = s.request
+            if r.hash_ids is not None and (r.hash_block_size or 1) == 1:
+                prompt = tuple(r.hash_ids[:r.prompt_len])
+            elif r.hash_ids is not None:
+                prompt = tuple((h, j) for h in r.hash_ids for j in range(r.hash_block_size))[:r.prompt_len]
+            else:
+                prompt = (("unique", s.index),) * r.prompt_len
+            self.keys[s] = prompt
+        if n <= len(prompt):
+            return prompt[:n]
+        return prompt + (OUTPUT_TOKEN,) * (n - len(prompt))
+
+    def match(self, s: RequestState) -> int:
+        """Lock the longest cached prefix of `s` (never its last token); returns its length."""
+        if self.radix is None:
+            return 0
+        n, node = self.radix.match(self.key(s, s.num_tokens - 1))
+        self.radix.lock(node)
+        self.locks[s] = (node, n)
+        return n
+
+    def prefix_len(self, s: RequestState) -> int:
+        """Tokens `s` holds in the tree (locked); its `num_blocks` counts them too, so the decode cohort sees a
+        request holding exactly its tokens (`servesim.engine.cohort`)."""
+        held = self.locks.get(s)
+        return held[1] if held is not None else 0
+
+    def own_pages(self) -> int:
+        """Pages requests hold outside the tree (the engine's KV invariant)."""
+        holders = [*self.running, *([self.chunked_req] if self.chunked_req is not None else [])]
+        return sum(s.num_blocks - self.prefix_len(s) for s in holders)
+
+    def _unlock(self, s: RequestState) -> None:
+        held = self.locks.pop(s, None)
+        if held is not None:
+            self.radix.unlock(held[0])
+
+    def _cache(self, s: RequestState) -> None:
+        """Insert `s`'s computed tokens into the tree: its own copies of what was there already are freed, the
+        rest moves into the tree; it keeps the whole as its locked prefix unless it finished."""
+        n = s.num_computed_tokens
+        key = self.key(s, n)
+        prefix = self.prefix_len(s)
+        existing = self.radix.insert(key)
+        self.kv.give_back(s, max(0, min(existing, n) - prefix))  # its own copies of cached tokens
+        s.num_blocks = n  # all its tokens are now its locked prefix in the tree
+        self._unlock(s)
+        if s.status is RequestStatus.FINISHED:
+            s.num_blocks = 0
+        else:
+            _, node = self.radix.match(key)
+            self.radix.lock(node)
+            self.locks[s] = (node, n)
+
+    def end_step(self) -> None:
+        """After a prefill step: its rows' tokens enter the tree (a chunk's at the next iteration, the same)."""
+        if self.radix is not None:
+            for s in self.extended:
+                if s.status is not RequestStatus.FINISHED:
+                    self._cache(s)
+        self.extended = []
+
+    def finish(self, s: RequestState) -> None:
+        s.status = RequestStatus.FINISHED
+        if self.radix is not None:
+            self._cache(s)
+        else:
+            self.kv.give_back(s, s.num_blocks)
+            s.num_blocks = 0
+        self.running.remove(s)
+        self.batch_is_full = False  # the running batch shrank
+        if self.on_finish is not None:
+            self.on_finish(s)
+
+
+class WaitingQueue(list):
+    """SGLang's waiting_queue: a list in arrival order, re-sorted by the policy; retracted requests go last."""
+
+    __slots__ = ()
+    add = list.append
+
+
+class Adder:
+    """SGLang's PrefillAdder for one prefill batch: the three budgets, and the memory left after the offset."""
+
+    __slots__ = ("sched", "rem_total_offset", "cur_rem_offset", "rem_input", "rem_chunk", "new_chunked", "why",
+                 "rows")
+
+    def __init__(self, sched: SGLangScheduler, mixed_rows: int) -> None:
+        sg, ratio = sched.sg, sched.ratio
+        self.sched = sched
+        # every running request may still need min(max_new - outputs, 4096) x new_token_ratio tokens
+        self.rem_total_offset = mixed_rows + sum(
+            min(s.request.output_len - s.num_output_tokens, CLIP_MAX_NEW_TOKENS) * ratio for s in sched.running)
+        self.cur_rem_offset = mixed_rows
+        self.rem_input = sg.max_prefill_tokens - mixed_rows
+        self.rem_chunk = None if sg.chunked_prefill_size is None else sg.chunked_prefill_size - mixed_rows
+        self.new_chunked: RequestState | None = None
+        self.why = ""
+        self.rows: list[tuple[RequestState, int]] = []  # (request, pages): allocated once the batch is built
+
+    @property
+    def rem_total(self) -> float:
+        return self.sched.kv.available - self.rem_total_offset
+
+    def add_chunked(self, s: RequestState) -> None:
+        """The chunked request goes first with min(chunk budget, what it has left): the full chunk even when
+        memory says 0, so it always progresses."""
+        left = s.num_tokens - s.num_computed_tokens
+        n = left if self.rem_chunk is None else min(self.rem_chunk, left)
+        last = n == left
+        self._commit(s, n, min(s.request.output_len, CLIP_MAX_NEW_TOKENS) if last else 0)
+
+    def add_one(self, s: RequestState) -> Reason | None:
+        """add_one_req: None to go on scanning, else why the scan stops (`s` admitted or not: see `out`)."""
+        sched, ps = self.sched, self.sched.sg.page_size
+        cached = sched.match(s)
+        max_new = min(max(s.request.output_len - s.num_output_tokens, 0), CLIP_MAX_NEW_TOKENS)
+        extend = s.num_tokens - cached
+        total = extend + max_new + ps
+        if total >= self.rem_total:
+            self.why = f"needs {total} tokens, {max(0, int(self.rem_total))} left after the running requests' reserve"
+            return self._reject(s, Reason.NO_TOKEN)
+        pages = -(-extend // ps) * ps
+        if self.rem_chunk is None and sched.out.scheduled and pages >= self.rem_input:
+            self.why = f"needs {pages} tokens, {self.rem_input} of max_prefill_tokens left"
+            return self._reject(s, Reason.CHUNK_BUDGET)
+        n, reserve = extend, min(s.request.output_len, CLIP_MAX_NEW_TOKENS)
+        if self.rem_chunk is not None and pages > self.rem_chunk:
+            n = (cached + self.rem_chunk // ps * ps) // ps * ps - cached
+            if n <= 0:
+                self.why = "the chunk budget is spent"
+                return self._reject(s, Reason.CHUNK_BUDGET)
+            self.new_chunked, reserve = s, 0
+        s.num_computed_tokens = s.num_cached_tokens = s.num_blocks = cached
+        if s.first_cached_tokens < 0:
+            s.first_cached_tokens = cached
+        if s.num_preemptions:
+            sched.out.resumed.add(s)
+        self._commit(s, n, reserve)
+        return self._state()
+
+    def _reject(self, s: RequestState, why: Reason) -> Reason:
+        self.sched._unlock(s)
+        return why
+
+    def _commit(self, s: RequestState, n: int, reserve: int) -> None:
+        sched = self.sched
+        pages = -(-n // sched.sg.page_size)
+        self.rows.append((s, pages))
+        s.status = RequestStatus.RUNNING
+        sched.out.scheduled[s] = n
+        tokens = pages * sched.sg.page_size
+        self.rem_total_offset += tokens + reserve
+        self.cur_rem_offset += tokens
+        self.rem_input -= tokens
+        if self.rem_chunk is not None:
+            self.rem_chunk -= tokens
+
+    def allocate(self) -> None:
+        """prepare_for_extend: the batch's slots, in batch order, evicting the tree as needed."""
+        for s, pages in self.rows:
+            if not self.sched.kv.grow(s, pages):
+                raise RuntimeError(f"{s.request_id}: no KV for a prefill SGLang admitted (a servesim bug)")
+
+    def _state(self) -> Reason | None:
+        avail = self.sched.kv.available
+        if avail - self.rem_total_offset <= 0 or avail - self.cur_rem_offset <= 0:
+            self.why = "memory left after the running requests' reserve is spent"
+            return Reason.NO_TOKEN
+        if self.rem_input <= 0 or (self.rem_chunk is not None and self.rem_chunk <= 0):
+            self.why = "the prefill token budget is spent"
+            return Reason.CHUNK_BUDGET
+        return None

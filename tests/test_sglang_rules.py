@@ -1,0 +1,198 @@
+"""SGLang 0.5.23's scheduling rules S1-S10 (../shared/conformance/sglang/README.md), each on a tiny scenario whose
+numbers are derived by hand in the test, on the step clock (every step costs 1.0)."""
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from servesim.conformance_sglang import run_scenario, to_trace
+from servesim.engine import simulate
+from servesim.engine.config import EngineConfig
+from servesim.engine.records import Reason
+from servesim.engine.request import Request
+from servesim.engine.sglang_config import SGLangConfig
+from servesim.errors import ConfigError
+
+DECAY = (0.7 - 0.098) / 600  # S5: init 0.7, min 0.7 x 0.14, over 600 decode steps
+
+
+def scenario(requests, **config):
+    c = {"max_total_num_tokens": 1000, "page_size": 1, "chunked_prefill_size": 8, "max_prefill_tokens": 16384,
+         "max_running_requests": 16, "policy": "fcfs", "schedule_conservativeness": 1.0,
+         "enable_mixed_chunk": False, "radix_cache": False} | config
+    reqs = [{"id": r[0], "arrival_step": r[1], "prompt_len": r[2], "output_len": r[3]} | (
+        {"segments": r[4]} if len(r) > 4 else {}) for r in requests]
+    return {"name": "t", "config": c, "requests": reqs}
+
+
+def steps(sc, record="full"):
+    result = run_scenario(sc, record=record)
+    return result, to_trace(sc, result)["steps"]
+
+
+def rows(step):
+    return [(e["id"], e["num_scheduled_tokens"]) for e in step["scheduled"]]
+
+
+def test_s1_prefill_first_freezes_the_decodes():
+    # a, b decode; L (20 tokens) arrives at step 2 and prefills in chunks of 8, 8, 4 while a, b wait
+    result, t = steps(scenario([("a", 0, 4, 10), ("b", 0, 4, 10), ("L", 2, 20, 2)]))
+    assert [s["forward_mode"] for s in t[:6]] == ["prefill", "decode", "prefill", "prefill", "prefill", "decode"]
+    assert [rows(s) for s in t[2:6]] == [[("L", 8)], [("L", 8)], [("L", 4)], [("a", 1), ("b", 1), ("L", 1)]]
+    assert [s["chunked_req_after_schedule"] for s in t[2:5]] == ["L", "L", None]
+    waits = [w for w in result.steps[3].waiting if w.id == "a"]
+    assert waits[0].reason is Reason.PREFILL_FIRST
+
+
+def test_s2_admission_arithmetic_on_a_small_pool():
+    # pool 100. Step 0: a needs 10 + 20 + 1 (page) = 31 < 100. Step 1: 90 free, a reserves min(20 - 1, 4096) x 0.7
+    # = 13.3, so 76.7 remain; b needs 30 + 46 + 1 = 77 >= 76.7: no token, and c (small) waits behind it (no
+    # skipping); the batch is marked full until a finishes at step 19. Step 20: b (77 < 100) then c (5 < 24).
+    result, t = steps(scenario([("a", 0, 10, 20), ("b", 1, 30, 46), ("c", 1, 2, 2)],
+                               max_total_num_tokens=100, chunked_prefill_size=64))
+    assert t[1]["forward_mode"] == "decode"
+    assert {w.id: w.reason for w in result.steps[1].waiting} == {"b": Reason.NO_TOKEN,
+                                                                  "c": Reason.BLOCKED_BEHIND_HEAD}
+    assert {w.reason for w in result.steps[2].waiting} == {Reason.BATCH_FULL}
+    assert t[19]["finished"] == ["a"]
+    assert rows(t[20]) == [("b", 30), ("c", 2)]
+
+
+def test_s3_one_chunked_request_goes_first():
+    # chunk 8: A takes 8 and spends the chunk (B waits on the chunk budget), then 8, then its last 4 + B's first 4
+    result, t = steps(scenario([("A", 0, 20, 3), ("B", 0, 20, 3)]))
+    assert [rows(s) for s in t[:5]] == [[("A", 8)], [("A", 8)], [("A", 4), ("B", 4)], [("B", 8)], [("B", 8)]]
+    assert [s["chunked_req_after_schedule"] for s in t[:5]] == ["A", "A", "B", "B", None]
+    assert result.steps[0].waiting[0].reason is Reason.CHUNK_BUDGET
+
+
+def test_s4_mixed_chunk_shrinks_the_budget_by_the_decodes():
+    # one decode rides along: chunks of 8 - 1 = 7, 7, 6; then L decodes before d (the mixed batch's order);
+    # mixed steps do not decay the ratio, the first decode step does
+    _, t = steps(scenario([("d", 0, 4, 10), ("L", 1, 20, 3)], enable_mixed_chunk=True))
+    assert [s["forward_mode"] for s in t[:5]] == ["prefill", "mixed", "mixed", "mixed", "decode"]
+    assert [rows(s) for s in t[1:5]] == [[("L", 7), ("d", 1)], [("L", 7), ("d", 1)], [("L", 6), ("d", 1)],
+                                         [("L", 1), ("d", 1)]]
+    assert t[3]["new_token_ratio_at_schedule"] == 0.7
+    assert t[4]["new_token_ratio_at_schedule"] == pytest.approx(0.7 - DECAY)
+
+
+@pytest.mark.parametrize("conservativeness", [1.0, 0.5])
+def test_s5_ratio_decays_per_decode_step(conservativeness):
+    init = min(0.7 * conservativeness, 1.0)
+    decay = (init - init * 0.14) / 600
+    _, t = steps(scenario([("a", 0, 4, 6)], schedule_conservativeness=conservativeness))
+    assert t[0]["new_token_ratio_at_schedule"] == init  # the prefill step: no decay
+    for k in range(1, 6):
+        assert t[k]["new_token_ratio_at_schedule"] == pytest.approx(init - k * decay)
+
+
+def test_s6_retraction_order_and_outputs_kept():
+    # pool 71: A at step 0; B, C (6 + 20 + 1 = 27 each) admitted at step 1 with A's reserve 19 x 0.7 = 13.3
+    # (67 - 13.3 - 26 = 27.7 > 27). 16 tokens held, 55 free; 3 per decode step from step 2, so after step 19 one
+    # is free. Step 20 needs 3: all have 19 outputs; sorted by (outputs, -prompt) descending A, B, C; C (longest
+    # prompt, then latest) goes; the ratio becomes min(1, (19 + 19 + 20 x 2) / (40 + 1)) = 1. C re-prefills its 6
+    # prompt tokens and 19 outputs at step 21 and samples its 20th token.
+    result, t = steps(scenario([("A", 0, 4, 20), ("B", 1, 6, 20), ("C", 1, 6, 20)], max_total_num_tokens=71,
+                               chunked_prefill_size=64))
+    assert rows(t[1]) == [("B", 6), ("C", 6)]
+    assert t[19]["free_tokens_after_step"] == 1
+    assert t[20]["retracted"] == ["C"] and rows(t[20]) == [("A", 1), ("B", 1)]
+    assert t[20]["new_token_ratio_at_schedule"] == 1.0
+    assert rows(t[21]) == [("C", 25)]
+    assert t[21]["scheduled"][0]["resumed"] and t[21]["finished"] == ["C"]
+    assert result.request("C").num_tokens == 20 and result.request("C").num_preemptions == 1
+
+
+def test_s7_max_running_requests_counts_the_chunked_row():
+    # max 2: d runs; L's first chunk spends the chunk budget at step 1; from step 2 L (chunked) holds the other
+    # row, then L runs (its last chunk at step 3, 3 outputs: done at step 5), so s waits for a row until step 6
+    result, t = steps(scenario([("d", 0, 4, 10), ("L", 1, 20, 3), ("s", 1, 2, 2)], max_running_requests=2))
+    assert [rows(s) for s in t[1:4]] == [[("L", 8)], [("L", 8)], [("L", 4)]]
+    assert {w.id: w.reason for w in result.steps[1].waiting}["s"] is Reason.CHUNK_BUDGET
+    assert {w.id: w.reason for w in result.steps[2].waiting}["s"] is Reason.MAX_RUNNING_REQUESTS
+    assert t[4]["forward_mode"] == "decode" and t[5]["finished"] == ["L"]
+    assert rows(t[6]) == [("s", 2)]
+
+
+@pytest.mark.parametrize("policy, order", [("fcfs", ["y1", "y2", "u", "x1"]), ("lpm", ["x1", "y1", "u", "y2"])])
+def test_s8_lpm_longest_match_first_and_in_batch_prefix_last(policy, order):
+    # w0 caches X (40 tokens). lpm: x1 (match 40) first; y2 shares 40 tokens with the earlier y1 and matches
+    # nothing cached, so it goes last; ties keep queue order. x1 hits 40 tokens under fcfs too.
+    x, y = [[1, 40]], [[9, 40]]
+    _, t = steps(scenario([("w0", 0, 44, 1, x + [[2, 4]]), ("y1", 1, 44, 1, y + [[3, 4]]),
+                           ("y2", 1, 44, 1, y + [[4, 4]]), ("u", 1, 44, 1), ("x1", 1, 44, 1, x + [[5, 4]])],
+                          chunked_prefill_size=1024, radix_cache=True, policy=policy))
+    assert [e["id"] for e in t[1]["scheduled"]] == order
+    assert {e["id"]: e["cached_tokens"] for e in t[1]["scheduled"]}["x1"] == 40
+
+
+def test_s9_radix_hits_by_token_dedup_and_evictable():
+    # a (10 tokens) finishes at step 1: its 10 + 1 tokens stay in the tree (evictable, not free): 89 free.
+    # b shares a's 10 tokens: a 10-token hit (no block rule), 5 computed: 84. c1, c2 (same 10 tokens, one batch)
+    # take 20 (64 free); on insert c2's copy is a duplicate and is freed: 74.
+    result, t = steps(scenario([("a", 0, 10, 2, [[1, 10]]), ("b", 2, 15, 1, [[1, 10], [5, 5]]),
+                                ("c1", 3, 10, 1, [[4, 10]]), ("c2", 3, 10, 1, [[4, 10]])],
+                               max_total_num_tokens=100, chunked_prefill_size=64, radix_cache=True))
+    assert t[1]["free_tokens_after_step"] == 89
+    assert t[2]["scheduled"][0]["cached_tokens"] == 10 and rows(t[2]) == [("b", 5)]
+    assert t[2]["free_tokens_after_schedule"] == 84
+    assert (t[3]["free_tokens_after_schedule"], t[3]["free_tokens_after_step"]) == (64, 74)
+    assert result.request("b").num_cached_tokens == 10
+
+
+def test_s10_kv_per_request():
+    # prompt 5, 4 outputs: 5 slots at prefill, one per decode; it holds 5 + 4 - 1 = 8 when it finishes
+    _, t = steps(scenario([("a", 0, 5, 4)], max_total_num_tokens=50))
+    assert [s["free_tokens_after_schedule"] for s in t] == [45, 44, 43, 42]
+    assert t[3]["finished"] == ["a"] and t[3]["free_tokens_after_step"] == 50
+
+
+def test_vllm_only_knobs_are_refused():
+    reqs = [Request("a", 0.0, 4, 2)]
+    with pytest.raises(ConfigError, match="max_num_seqs is a vLLM knob"):
+        simulate(reqs, EngineConfig(max_num_seqs=4), "sglang", "unit")
+    with pytest.raises(ConfigError, match="sglang section"):
+        simulate(reqs, EngineConfig(sglang=SGLangConfig()), "vllm", "unit")
+    with pytest.raises(ConfigError, match="schedule_policy"):
+        SGLangConfig(schedule_policy="dfs-weight")
+
+
+@st.composite
+def workloads(draw):
+    n = draw(st.integers(1, 12))
+    reqs = []
+    for i in range(n):
+        seg = draw(st.sampled_from([None, [[1, 8]], [[1, 8], [2, 4]], [[3, 12]]]))
+        p = sum(k for _, k in seg) if seg else draw(st.integers(1, 40))
+        reqs.append(Request(f"r{i}", float(draw(st.integers(0, 6))), p, draw(st.integers(1, 30)),
+                            hash_ids=tuple(t for t, k in seg for _ in range(k)) if seg else None,
+                            hash_block_size=1 if seg else None))
+    sg = SGLangConfig(max_total_num_tokens=draw(st.integers(80, 300)),
+                      chunked_prefill_size=(chunk := draw(st.sampled_from([None, 8, 16, 64]))),
+                      max_prefill_tokens=draw(st.sampled_from([16, 64, 16384])),
+                      max_running_requests=draw(st.integers(1, 6)),
+                      enable_mixed_chunk=chunk is not None and draw(st.booleans()),
+                      disable_radix_cache=draw(st.booleans()),
+                      schedule_policy=draw(st.sampled_from(["fcfs", "lpm"])))
+    return reqs, sg
+
+
+@settings(max_examples=150, deadline=None)
+@given(workloads())
+def test_invariants(case):
+    """Token pool never over-allocated (the engine's per-step check: free >= 0, free + held + tree = pool), at most
+    one chunked request, running + chunked <= max_running_requests, retraction keeps outputs, all finish."""
+    reqs, sg = case
+    result = simulate(reqs, EngineConfig(sglang=sg), "sglang", "unit", check_invariants=True)
+    for s in result.steps:
+        chunks = [e for e in s.scheduled if e.kind.value == "prefill" and not e.samples_token]
+        assert len(chunks) <= 1
+        assert s.num_running_after + (s.chunked_request is not None) <= sg.max_running_requests
+        for e in s.scheduled:
+            if e.resumed:  # a retracted request re-prefills its prompt and the outputs it kept
+                r = result.request(e.id)
+                assert e.num_tokens_before > r.prompt_len
+    served = [r for r in result.requests if r.id not in result.rejected]
+    assert all(r.finish_time is not None and r.num_tokens == r.output_len for r in served)
+    assert {r.id for r in served} | set(result.rejected) == {r.request_id for r in reqs}
