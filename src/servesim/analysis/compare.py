@@ -34,8 +34,18 @@ def run_policies(requests: Sequence[Request], policies: Sequence[str], config: E
     results, notes, skipped = {}, [], []
     for name in policies:
         cfg = config
-        if not policy_class(name).chunked and config.max_num_batched_tokens is not None:
-            cfg, _ = replace(config, max_num_batched_tokens=None), skipped.append(name)
+        if name == "sglang":  # SGLang's scheduler has its own knobs: vLLM's sizes carried over, said in a note
+            from servesim.engine.sglang_config import from_vllm_sizes
+
+            cfg, moved = from_vllm_sizes(config)
+            if moved:
+                notes.append(f"sglang: {', '.join(moved)} (SGLang's chunk counts prompt tokens only; vLLM's "
+                             "budget counts decodes too)")
+        else:
+            if config.sglang is not None:  # SGLang's section is for the sglang run only
+                cfg = replace(config, sglang=None)
+            if not policy_class(name).chunked and config.max_num_batched_tokens is not None:
+                cfg, _ = replace(cfg, max_num_batched_tokens=None), skipped.append(name)
         results[name] = simulate(requests, cfg, name, cost)
     if skipped:
         budget = results[skipped[0]].config.max_num_batched_tokens
@@ -127,6 +137,9 @@ def _cause(a: SimResult, b: SimResult, label_b: str, lp: str) -> str:
 
     # the first prefill only: recomputation after a preemption is not chunking
     ca, cb = ([c for _, c in prefill_phases(r, lp)[0]] for r in (a, b))
+    first = [_runs_prefill_first(r) for r in (a, b)]
+    if first[0] != first[1]:  # SGLang holds the decodes back while a prefill batch runs (without mixed chunks)
+        return "running prefill first" if first[1] else "running the decodes beside the prefill"
     if len(ca) == 1 and len(cb) > 1:
         return "chunked prefill"
     if len(ca) > 1 and len(cb) == 1:
@@ -136,6 +149,13 @@ def _cause(a: SimResult, b: SimResult, label_b: str, lp: str) -> str:
     if a.policy == "static" and b.policy != "static":
         return "continuous admission"
     return label_b
+
+
+def _runs_prefill_first(r: SimResult) -> bool:
+    """Whether some running decode waited for a prefill batch (SGLang's `prefill_first` reason)."""
+    from servesim.engine.records import Reason
+
+    return any(w.reason is Reason.PREFILL_FIRST for s in r.steps for w in s.waiting)
 
 
 def _stall(r: SimResult, g) -> bool:
@@ -162,6 +182,8 @@ def compare_sentences(results: dict[str, SimResult]) -> list[str]:
             if _stall(a, ta) or _stall(b, tb):  # a preemption, not the step mix, made the worst gap
                 text = f"the worst gap between tokens went from {ms(ga.seconds)} to {ms(gb.seconds)}"
                 text += f" ({gap_cause(b, tb)})" if tb is not None else ""
+            elif verb == "kept":
+                text = f"the worst gap between tokens stayed at {ms(gb.seconds)}"
             else:
                 text = (f"{_cause(a, b, nb, lp)} {verb} the worst gap between tokens from {ms(ga.seconds)} to "
                         f"{ms(gb.seconds)}")
@@ -170,8 +192,9 @@ def compare_sentences(results: dict[str, SimResult]) -> list[str]:
             parts.append(text)
         ra, rb = a.request(lp), b.request(lp)
         if ra.ttft is not None and rb.ttft is not None:  # both served it (a request can fail on arrival)
-            text = (f"the long prompt's TTFT {_moved(ra.ttft, rb.ttft, 'rose', 'fell')} from {ms(ra.ttft)} to "
-                    f"{ms(rb.ttft)}")
+            moved = _moved(ra.ttft, rb.ttft, 'rose', 'fell')
+            text = (f"the long prompt's TTFT stayed at {ms(rb.ttft)}" if moved == "kept" else
+                    f"the long prompt's TTFT {moved} from {ms(ra.ttft)} to {ms(rb.ttft)}")
             qa = (ra.first_scheduled_time or ra.arrival_time) - ra.arrival_time
             qb = (rb.first_scheduled_time or rb.arrival_time) - rb.arrival_time
             if abs(qa - qb) > 1e-9:

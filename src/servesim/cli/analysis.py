@@ -181,11 +181,11 @@ def compare(
     opts.no_cluster("compare")
     if (policies is None) == (set_ is None):
         raise ConfigError("give exactly one of --policies A,B,... or --set KNOB=V1,V2,...")
-    cfg, cm = opts.engine_config(policy), opts.cost_model()
+    names = [p.strip() for p in policies.split(",") if p.strip()] if policies is not None else []
+    cfg, cm = opts.engine_config(policy, sglang_too="sglang" in names), opts.cost_model()
     reqs = opts.requests()
     notes: list[str] = []
     if policies is not None:
-        names = [p.strip() for p in policies.split(",") if p.strip()]
         if len(names) < 2:
             raise ConfigError(f"--policies {policies!r}: name at least two policies")
         results, notes = run_policies(reqs, names, cfg, cm)

@@ -13,7 +13,7 @@ for the command line and the API.
 import functools
 import inspect
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Annotated, Any
 
 import typer
@@ -164,6 +164,24 @@ class SimOptions:
     disable_custom_all_reduce: Annotated[bool | None, _opt("--disable-custom-all-reduce/--enable-custom-all-reduce",
                                                            help="NCCL only, not vLLM's custom all-reduce for "
                                                            "small messages. Default: the preset's.")] = None
+    # SGLang's server options (policy sglang; `servesim.engine.sglang_config`), SGLang's names
+    chunked_prefill_size: Annotated[int | None, _opt("--chunked-prefill-size", help="SGLang: prompt tokens per "
+                                                     "chunk (-1: off). Default 8192.")] = None
+    max_prefill_tokens: Annotated[int | None, _opt("--max-prefill-tokens", help="SGLang: prompt tokens per "
+                                                   "prefill batch. Default 16384.")] = None
+    max_running_requests: Annotated[int | None, _opt("--max-running-requests", help="SGLang: requests running at "
+                                                     "once. Default 1024.")] = None
+    schedule_policy: Annotated[str | None, _opt("--schedule-policy", help="SGLang: fcfs | lpm | lof. Default "
+                                                "fcfs.")] = None
+    schedule_conservativeness: Annotated[float | None, _opt("--schedule-conservativeness", help="SGLang: the "
+                                                            "new-token ratio's scale. Default 1.0.")] = None
+    enable_mixed_chunk: Annotated[bool, _opt("--enable-mixed-chunk", help="SGLang: decodes ride in a prefill "
+                                             "chunk's batch.")] = False
+    max_total_tokens: Annotated[int | None, _opt("--max-total-tokens", help="SGLang: the token pool's size. "
+                                                 "Default: unlimited.")] = None
+    page_size: Annotated[int | None, _opt("--page-size", help="SGLang: tokens per KV page. Default 1.")] = None
+    disable_radix_cache: Annotated[bool, _opt("--disable-radix-cache", help="SGLang: no prefix (radix) "
+                                              "cache.")] = False
     decode_ms: Annotated[float | None, _opt("--decode-ms", help="Toy cost: ms per decoding request per step "
                                                                "(default 1).")] = None
     prefill_token_ms: Annotated[float | None, _opt("--prefill-token-ms", help="Toy cost: ms per prefill token "
@@ -309,7 +327,9 @@ class SimOptions:
                 "seed": self.seed, "trace_model": self.trace_model, "log_type": self.log_type,
                 "keep_failed": self.keep_failed}
 
-    def engine_config(self, policy: str = "vllm") -> EngineConfig:
+    def engine_config(self, policy: str = "vllm", sglang_too: bool = False) -> EngineConfig:
+        """`sglang_too`: the config also carries SGLang's flags as its sglang section, for a run of several policies
+        one of which is sglang (`compare --policies`; the others run without the section)."""
         from servesim.defaults import lesson_settings
         from servesim.policies import policy_class
 
@@ -327,7 +347,35 @@ class SimOptions:
             "kv_bytes_per_token": self.kv_bytes_per_token, "pcie_bandwidth": self.pcie_bandwidth,
         }
         lesson = lesson_settings(self.workload_name(), policy_class(policy).chunked)
+        sglang = self.sglang_config("sglang" if sglang_too else policy)
+        if sglang_too:
+            return replace(EngineConfig(**(lesson | {k: v for k, v in given.items() if v is not None})), sglang=sglang)
+        if sglang is not None:  # the lesson's sizes under SGLang's names; vLLM knobs given are the policy's to refuse
+            from servesim.engine.sglang_config import from_vllm_sizes
+
+            cfg, _ = from_vllm_sizes(EngineConfig(**lesson), sglang)
+            return replace(cfg, **{k: v for k, v in given.items() if v is not None})
         return EngineConfig(**(lesson | {k: v for k, v in given.items() if v is not None}))
+
+    def sglang_config(self, policy: str):
+        """SGLang's server flags as `EngineConfig.sglang` for policy sglang (None for the others, which refuse
+        them)."""
+        from servesim.engine.sglang_config import SGLangConfig
+
+        flags = {"chunked_prefill_size": self.chunked_prefill_size, "max_prefill_tokens": self.max_prefill_tokens,
+                 "max_running_requests": self.max_running_requests, "schedule_policy": self.schedule_policy,
+                 "schedule_conservativeness": self.schedule_conservativeness,
+                 "enable_mixed_chunk": self.enable_mixed_chunk or None, "max_total_num_tokens": self.max_total_tokens,
+                 "page_size": self.page_size, "disable_radix_cache": self.disable_radix_cache or None}
+        given = {k: v for k, v in flags.items() if v is not None}
+        if policy != "sglang":
+            if given:
+                name = "max_total_tokens" if "max_total_num_tokens" in given else next(iter(given))
+                raise ConfigError(f"--{name.replace('_', '-')} is an SGLang server option: add --policy sglang")
+            return None
+        if given.get("chunked_prefill_size") == -1:  # SGLang's -1: chunking off
+            given["chunked_prefill_size"] = None
+        return SGLangConfig(**given)
 
     def cost_model(self):
         from servesim.defaults import build_cost

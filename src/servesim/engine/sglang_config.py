@@ -77,3 +77,31 @@ class SGLangConfig:
 def _int(name: str, value: object, low: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
         raise ConfigError(f"sglang.{name} must be an integer >= {low}, got {value!r}")
+
+
+def from_vllm_sizes(cfg, sg: SGLangConfig | None = None) -> tuple[object, list[str]]:
+    """vLLM's sizes given as SGLang's, to run one workload through both at the same sizes (`compare --policies
+    vllm,sglang`, the lesson's settings): the token budget as `chunked_prefill_size`, `max_num_seqs` as
+    `max_running_requests`, the KV pool as `max_total_num_tokens` ((num_gpu_blocks - 1 null block) x
+    block_size). A size the `sglang` section sets keeps its value. Returns the config with the vLLM knobs at their
+    defaults and the section filled, and what was carried over (for a note). The budget is not the same thing (vLLM
+    counts decodes in it, SGLang's chunk is prompt tokens only): the note says so."""
+    from dataclasses import fields, replace
+
+    from servesim.engine.config import EngineConfig
+
+    base, sg = EngineConfig(), sg or cfg.sglang or SGLangConfig()
+    given = {f.name for f in fields(SGLangConfig) if getattr(sg, f.name) != getattr(SGLangConfig(), f.name)}
+    carried, moved = {}, []
+    pairs = (("max_num_batched_tokens", "chunked_prefill_size", lambda v: v),
+             ("max_num_seqs", "max_running_requests", lambda v: v),
+             ("num_gpu_blocks", "max_total_num_tokens", lambda v: (v - 1) * cfg.block_size))
+    for vllm, sgl, convert in pairs:
+        value = getattr(cfg, vllm)
+        if value == getattr(base, vllm):
+            continue
+        cfg = replace(cfg, **{vllm: getattr(base, vllm)})
+        if sgl not in given:
+            carried[sgl] = convert(value)
+            moved.append(f"{vllm} {value} as {sgl} {carried[sgl]}")
+    return replace(cfg, sglang=replace(sg, **carried)), moved
