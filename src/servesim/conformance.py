@@ -182,14 +182,19 @@ def check_trace(trace: Any, doc: InputDoc) -> dict[str, Any]:
 def load_trace(path: str | Path) -> dict[str, Any]:
     """A trace recorded from vLLM (round 2's are gzipped: read as they are)."""
     path = Path(path)
-    data = read_input_bytes(path, TRACE, WorkloadError)
+    text = read_trace_text(path, TRACE)
+    return check_trace(parse_json_input(path, text, TRACE, WorkloadError), InputDoc(path, text, WorkloadError))
+
+
+def read_trace_text(path: Path, what: str) -> str:
+    """A recorded trace's text, gunzipped when it is gzipped (one-line errors naming `what` was expected)."""
+    data = read_input_bytes(path, what, WorkloadError)
     if data[:2] == b"\x1f\x8b":
         try:
             data = gzip.decompress(data)
         except (OSError, EOFError, zlib.error) as exc:
-            raise WorkloadError(f"{path}: not a readable gzip file ({exc}); expected {TRACE}") from None
-    text = decode_input(path, data, TRACE, WorkloadError)
-    return check_trace(parse_json_input(path, text, TRACE, WorkloadError), InputDoc(path, text, WorkloadError))
+            raise WorkloadError(f"{path}: not a readable gzip file ({exc}); expected {what}") from None
+    return decode_input(path, data, what, WorkloadError)
 
 
 def scenario_requests(scenario: dict[str, Any]) -> list[Request]:

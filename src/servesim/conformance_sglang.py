@@ -113,18 +113,12 @@ def load_scenario(path) -> dict[str, Any]:
 
 def load_trace(path) -> dict[str, Any]:
     """A recorded SGLang trace (gzipped or not); its steps are checked as `first_difference` reads them."""
-    import gzip
-    import zlib
     from pathlib import Path
 
+    from servesim.conformance import read_trace_text
+
     path = Path(path)
-    data = read_input_bytes(path, TRACE, WorkloadError)
-    if data[:2] == b"\x1f\x8b":
-        try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError, zlib.error) as exc:
-            raise WorkloadError(f"{path}: not a readable gzip file ({exc}); expected {TRACE}") from None
-    trace = parse_json_input(path, decode_input(path, data, TRACE, WorkloadError), TRACE, WorkloadError)
+    trace = parse_json_input(path, read_trace_text(path, TRACE), TRACE, WorkloadError)
     if not isinstance(trace, dict) or not isinstance(trace.get("steps"), list):
         raise WorkloadError(f"{path}: expected {TRACE}")
     return trace

@@ -55,7 +55,8 @@ def run_policies(requests: Sequence[Request], policies: Sequence[str], config: E
     return results, notes
 
 
-def _value(text: str) -> object:
+def parse_value(text: str) -> object:
+    """A knob's value as written after `--set KNOB=`: none/null, true/false, an int, a float, else the text."""
     low = text.strip().lower()
     if low in ("none", "null"):
         return None
@@ -78,7 +79,7 @@ def parse_set(spec: str) -> tuple[str, list[object]]:
     if knob not in EngineConfig.field_names():
         valid = ", ".join(f.name for f in fields(EngineConfig))
         raise ConfigError(f"--set {spec!r}: unknown knob {knob!r}; valid: {valid}")
-    return knob, [_value(v) for v in values.split(",")]
+    return knob, [parse_value(v) for v in values.split(",")]
 
 
 def run_sweep(requests: Sequence[Request], policy: str, config: EngineConfig, cost: CostModel | str,

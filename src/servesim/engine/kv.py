@@ -89,15 +89,11 @@ def split_hash_ids(r, block_size: int) -> Sequence:
     return _BlockIds(r.hash_ids, hbs, block_size, r.hashed_len)
 
 
-class _BlockIds(Sequence):
-    """`split_hash_ids`' view: block j of `block_size` tokens, from ids of `hash_block_size` tokens each."""
+class IdView(Sequence):
+    """Block ids computed when read, never held as a tuple per block: subclasses set `n` and define `item(j)`."""
 
-    __slots__ = ("ids", "per", "split", "n")
-
-    def __init__(self, ids: Sequence, hash_block_size: int, block_size: int, hashed_len: int) -> None:
-        self.ids, self.split = ids, hash_block_size > block_size
-        self.per = hash_block_size // block_size if self.split else block_size // hash_block_size
-        self.n = -(-hashed_len // block_size) if self.split else -(-len(ids) // self.per)
+    __slots__ = ()
+    n: int
 
     def __len__(self) -> int:
         return self.n
@@ -109,6 +105,23 @@ class _BlockIds(Sequence):
             j += self.n
         if not 0 <= j < self.n:
             raise IndexError(j)
+        return self.item(j)
+
+    def item(self, j: int) -> object:
+        raise NotImplementedError
+
+
+class _BlockIds(IdView):
+    """`split_hash_ids`' view: block j of `block_size` tokens, from ids of `hash_block_size` tokens each."""
+
+    __slots__ = ("ids", "per", "split", "n")
+
+    def __init__(self, ids: Sequence, hash_block_size: int, block_size: int, hashed_len: int) -> None:
+        self.ids, self.split = ids, hash_block_size > block_size
+        self.per = hash_block_size // block_size if self.split else block_size // hash_block_size
+        self.n = -(-hashed_len // block_size) if self.split else -(-len(ids) // self.per)
+
+    def item(self, j: int) -> object:
         per = self.per
         if self.split:
             return self.ids[j // per], j % per

@@ -24,13 +24,14 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from servesim.engine.kv import IdView
 from servesim.engine.request import Request
 from servesim.errors import WorkloadError
 
 SESSION_BLOCK = 16  # tokens per id; split or grouped into any vLLM block size
 
 
-class StreamIds(Sequence):
+class StreamIds(IdView):
     """The ids of a conversation's first `num_tokens` tokens, one per 16: blocks wholly inside the common prefix
     are shared by every conversation, the rest are the conversation's own. A view (O(1) memory: a trace of
     millions of turns holds no tuple per block)."""
@@ -40,16 +41,7 @@ class StreamIds(Sequence):
     def __init__(self, session: object, num_tokens: int, common_prefix: int = 0) -> None:
         self.session, self.n, self.shared = session, -(-num_tokens // SESSION_BLOCK), common_prefix // SESSION_BLOCK
 
-    def __len__(self) -> int:
-        return self.n
-
-    def __getitem__(self, j):
-        if not isinstance(j, int):
-            return tuple(self[i] for i in range(*j.indices(self.n)))
-        if j < 0:
-            j += self.n
-        if not 0 <= j < self.n:
-            raise IndexError(j)
+    def item(self, j: int) -> object:
         return ("common", j) if j < self.shared else ("session", self.session, j)
 
     def __eq__(self, other: object) -> bool:
