@@ -34,7 +34,7 @@ def test_run_on_replicas_writes_replicas_and_pd_figures(tmp_path):
 
 
 def test_cluster_options_refused_where_not_taken():
-    for args in (("trace", "--num-replicas", "2"), ("run", "--router", "fastest"),
+    for args in (("run", "--router", "fastest"),
                  ("run", "--prefill-replicas", "1"), ("run", "--kv-transfer-bandwidth", "1e9")):
         out = invoke(*args)  # (the CLI's main prints a ConfigError as one line and exits 2)
         assert isinstance(out.exception, ConfigError), args

@@ -177,13 +177,16 @@ def compare(
     sentences attributing the differences. A token budget applies to chunking policies only (static and
     continuous never chunk; vLLM would reject a budget below max_model_len for them)."""
     from servesim.analysis.compare import compare_rows, compare_sentences, parse_set, run_policies, run_sweep
+    from servesim.cluster.compare import KNOBS as CLUSTER_KNOBS
 
-    opts.no_cluster("compare")
     if (policies is None) == (set_ is None):
         raise ConfigError("give exactly one of --policies A,B,... or --set KNOB=V1,V2,...")
     names = [p.strip() for p in policies.split(",") if p.strip()] if policies is not None else []
     cfg, cm = opts.engine_config(policy, sglang_too="sglang" in names), opts.cost_model()
     reqs = opts.requests()
+    knob = set_.partition("=")[0].strip().replace("-", "_") if set_ is not None else None
+    if opts.is_cluster() or knob in CLUSTER_KNOBS:
+        return compare_cluster(opts, reqs, cfg, cm, policy, names, set_)
     notes: list[str] = []
     if policies is not None:
         if len(names) < 2:
@@ -212,6 +215,42 @@ def compare(
         console.print(line)
 
 
+def compare_cluster(opts: SimOptions, reqs, cfg, cm, policy: str, policies: list[str], set_: str | None) -> None:
+    """`compare` on clusters: a column per router, layout (--set router=..., num_replicas=..., router_delay_ms=...),
+    engine knob value or policy, each run on the cluster the options describe."""
+    from dataclasses import replace
+
+    from rich.table import Table
+
+    from servesim.analysis.compare import parse_set
+    from servesim.cluster.compare import KNOBS, cluster_rows, cluster_sentences, parse_cluster_set
+
+    runs = {}
+    if set_ is None:
+        if len(policies) < 2:
+            raise ConfigError(f"--policies {','.join(policies)!r}: name at least two policies")
+        for name in policies:
+            runs[name] = opts.simulate_cluster(reqs, opts.engine_config(name), name, cm, "full")
+    else:
+        knob = set_.partition("=")[0].strip().replace("-", "_")
+        knob, values = parse_cluster_set(set_) if knob in KNOBS else parse_set(set_)
+        for v in values:
+            o, c = (replace(opts, **{knob: v}), cfg) if knob in KNOBS else (opts, replace(cfg, **{knob: v}))
+            runs[f"{v}"] = o.simulate_cluster(reqs, c, policy, cm, "full")
+    note(opts.lesson_note(policy))
+    rejected_note(max((c.cluster for c in runs.values()), key=lambda r: len(r.rejected)))
+    what = "policy" if set_ is None else set_.partition("=")[0].strip()
+    t = Table(title=f"{opts.workload}: {what} = {', '.join(runs)} (cluster, {cm.name} cost)", title_justify="left")
+    t.add_column("")
+    for name in runs:
+        t.add_column(name, justify="right")
+    for label, values in cluster_rows(runs):
+        t.add_row(label, *values)
+    console.print(t)
+    for line in cluster_sentences(runs):
+        console.print(line)
+
+
 @app.command()
 @simulating
 def explain(
@@ -226,9 +265,10 @@ def explain(
     from servesim.analysis.explain import explain_request
     from servesim.run import Run
 
-    opts.no_cluster("explain")
     cfg, cm = opts.engine_config(policy), opts.cost_model()
     reqs = opts.requests()
+    if opts.is_cluster():
+        return explain_cluster_cmd(opts, reqs, cfg, policy, cm, request)
     result = simulate(reqs, cfg, policy, cm)
     if request is not None and request not in {r.id for r in result.requests}:
         raise ConfigError(f"--request {request!r}: no such request in {opts.workload!r} "
@@ -245,5 +285,26 @@ def explain(
         lines = explain_request(result, request)
     else:
         lines = Run(result, reqs if counterfactual else None, cost=cm).explain().split("\n")
+    for line in lines:
+        console.print(line)
+
+
+def explain_cluster_cmd(opts: SimOptions, reqs, cfg, policy: str, cm, request: str | None) -> None:
+    """`explain` on a cluster: why each request went where it went, then its replica's records."""
+    from servesim.cluster.explain import explain_cluster, explain_cluster_request
+
+    c = opts.simulate_cluster(reqs, cfg, policy, cm, "full")
+    ids = [r.request_id for r in reqs]
+    if request is not None and request not in set(ids):
+        raise ConfigError(f"--request {request!r}: no such request in {opts.workload!r} "
+                          f"(ids: {', '.join(ids[:10])}{', ...' if len(ids) > 10 else ''})")
+    note(opts.lesson_note(policy))
+    rejected_note(c.cluster)
+    if request is not None and request in c.cluster.rejected:
+        r = c.cluster.request(request)
+        lines = [f"{request} failed on arrival: its {r.prompt_len:,} prompt + {r.output_len:,} output tokens exceed "
+                 f"max_model_len {c.cluster.config.max_model_len:,}."]
+    else:
+        lines = explain_cluster(c, cm) if request is None else explain_cluster_request(c, request)
     for line in lines:
         console.print(line)

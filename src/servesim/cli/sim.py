@@ -125,8 +125,9 @@ def trace(
     if limit is not None and limit < 0:
         raise ConfigError(f"--limit {limit}: expected a number of rows >= 0 (0 = all)")
     rows = TRACE_ROWS if limit is None else limit or None
-    opts.no_cluster("trace")
     cfg, cm = opts.engine_config(policy), opts.cost_model()
+    if opts.is_cluster():
+        return trace_cluster(opts, cfg, policy, cm, rows, json_path)
     result = simulate(opts.requests(), cfg, policy, cm, max_records=None if json_path else rows)
     note(opts.lesson_note(policy))
     rejected_note(result)
@@ -143,6 +144,34 @@ def trace(
     print(fill(policy_sentence(result), width))
     if json_path:
         write_json(json_path, result_to_dict(result))
+        print(f"wrote {json_path}")
+
+
+def trace_cluster(opts: SimOptions, cfg: EngineConfig, policy: str, cm, rows: int | None,
+                  json_path: Path | None) -> None:
+    """`trace` on a cluster: each replica's per-step schedule under its name (`--limit` rows each); `--json`
+    writes every step record with its replica, the requests on the cluster's clock and the routing decisions."""
+    import shutil
+
+    from servesim.analysis.explain import policy_sentence
+    from servesim.cli.analysis import note, rejected_note
+    from servesim.cli.render import step_lines
+    from servesim.export.json_records import write_json
+
+    c = opts.simulate_cluster(opts.requests(), cfg, policy, cm, "full")
+    note(opts.lesson_note(policy))
+    rejected_note(c.cluster)
+    width = shutil.get_terminal_size().columns
+    for name, res in zip(c.names, c.replicas):
+        total = len(res.steps)
+        shown = f"the first {rows:,} of {total:,} steps" if rows is not None and total > rows else f"{total:,} steps"
+        print(f"{name}: {len(res.requests):,} requests, {shown}")
+        print("\n".join(step_lines(res, limit=rows, width=width)))
+        if res.steps:
+            print(fill(policy_sentence(res), width))
+        print()
+    if json_path:
+        write_json(json_path, c.records_dict())
         print(f"wrote {json_path}")
 
 

@@ -49,7 +49,8 @@ class Route:
     replica: int  # index in the cluster
     candidates: tuple[int, ...]  # the replicas it chose among (a pool)
     scores: tuple[float, ...]  # one per candidate
-    states: tuple[ReplicaState, ...]  # what each candidate reported (as of `time - router delay`)
+    states: tuple[ReplicaState, ...]  # what each candidate reported (as of `time - router delay`); () for a
+    # router that reads none (round-robin, random)
     prefix: tuple[float, ...] | None  # the share of the prompt each candidate's prefix cache holds
 
 
@@ -118,16 +119,31 @@ class Cluster:
         self.sources = [[q.index for q in replicas if q is not r and (closed or (self.disaggregated
                          and r.role == "decode" and q.role == "prefill"))] for r in replicas]
         self.lockstep = any(self.sources)
+        self.clocks: list[tuple[float, int]] = []  # open loop: (next start, replica) of the busy replicas, a heap
+        self.starts = [math.inf] * len(replicas)  # each replica's live entry in `clocks`
         for r in replicas:
             r.sched.on_finish = self.prefilled if r.role == "prefill" else self.finished
 
     # -- the clock ----------------------------------------------------------------------------------------------
     def run(self) -> None:
+        if not self.lockstep and not self.followers and not any(r.needs_state for r in self.routers.values()):
+            return self.run_static()
         while True:
             b = self.advance_all(self.next_routing())
             if b == math.inf:
                 return
             self.route_due(b)
+
+    def run_static(self) -> None:
+        """Open loop behind a router that reads no state (round-robin, random): where each request goes does not
+        depend on the replicas, so each is routed at its arrival up front and every replica then runs alone to
+        the end, its fast path's stretches cut only at its own arrivals (what it would do if stopped at every
+        arrival to the cluster, without the stops)."""
+        for t, i in self.arrivals:
+            self.route(self.states[i], t)
+        self.next = len(self.arrivals)
+        for r in self.replicas:
+            self.advance(r, math.inf)
 
     def next_routing(self) -> float:
         t = self.arrivals[self.next][0] if self.next < len(self.arrivals) else math.inf
@@ -138,8 +154,7 @@ class Cluster:
         a turn before it); returns it."""
         replicas = self.replicas
         if not self.lockstep:
-            for r in replicas:
-                self.advance(r, b)
+            self.advance_due(b)
             return b
         while True:
             b = min(b, self.next_routing())
@@ -149,6 +164,30 @@ class Cluster:
                 return b
             peers = [replicas[q].next_start for q in self.sources[i] if replicas[q].busy]
             self.advance(replicas[i], min(b, math.nextafter(min(peers), math.inf)) if peers else b)
+
+    def advance_due(self, b: float) -> None:
+        """Open loop, no P/D: only the replicas whose next step starts before `b` (a heap of their next starts;
+        an entry is stale when the replica's start has moved since, `self.starts`). A replica left alone is as
+        it would be after `run(until=b)`: nothing of it starts before `b`."""
+        heap, starts, replicas = self.clocks, self.starts, self.replicas
+        due = []
+        while heap and heap[0][0] < b:
+            start, i = heappop(heap)
+            if starts[i] == start:
+                due.append(i)
+        for i in due:  # once each: one stopped early (a finish released a turn before `b`) waits for its routing
+            r = replicas[i]
+            self.advance(r, b)
+            starts[i] = nxt = r.next_start if r.busy else math.inf
+            if nxt < math.inf:
+                heappush(heap, (nxt, i))
+
+    def queue_start(self, r: Replica) -> None:
+        """`r` was handed a request: its next start may have come forward."""
+        nxt = r.next_start
+        if nxt < self.starts[r.index]:
+            self.starts[r.index] = nxt
+            heappush(self.clocks, (nxt, r.index))
 
     def advance(self, r: Replica, until: float) -> None:
         """Run `r` up to `until`, giving back (P/D) the blocks of transfers that have landed as its clock passes
@@ -195,9 +234,9 @@ class Cluster:
 
     def pick(self, role: str, s: RequestState, t: float) -> int:
         pool, router = self.pools[role], self.routers[role]
-        states = [self.seen(j, t) for j in pool]
+        states = [self.seen(j, t) for j in pool] if router.needs_state else []
         prefix = [self.replicas[j].prefix_share(s) for j in pool] if router.needs_prefix else None
-        k, scores = router.pick(states, prefix)
+        k, scores = router.pick(states or [None] * len(pool), prefix)  # (round-robin, random: only how many)
         self.routes.append(Route(s.request_id, t, pool[k], tuple(pool), scores, tuple(states),
                                  None if prefix is None else tuple(prefix)))
         return pool[k]
@@ -210,6 +249,8 @@ class Cluster:
                 return self.reject(s.index)
             self.placed[s.index] = (j, -1)
             self.replicas[j].inject(s)
+            if not self.lockstep:
+                self.queue_start(self.replicas[j])
             return
         p, d = self.pick("prefill", s, t), self.pick("decode", s, t)
         if any(r.prompt_len + r.output_len > self.replicas[x].config.max_model_len for x in (p, d)):

@@ -89,6 +89,28 @@ class ClusterResult:
             })
         return rows
 
+    def records_dict(self) -> dict[str, object]:
+        """Every step record with its replica (in start order, ties by replica), the requests on the cluster's
+        clock, the routing decisions and the KV transfers: `servesim trace --json` on a cluster."""
+        from dataclasses import asdict
+
+        from servesim.export.json_records import result_to_dict, step_to_dict, timeline_to_dict
+
+        names = self.names
+        steps = sorted(((s.start_time, j, s) for j, res in enumerate(self.replicas) for s in res.steps),
+                       key=lambda x: x[:2])
+        base = result_to_dict(self.cluster)  # (its own steps are none: they are the replicas')
+        return {**base, "router": self.router,
+                "replicas": [{"replica": n, "role": r} for n, r in zip(names, self.roles)],
+                "steps": [{"replica": names[j], **step_to_dict(s)} for _, j, s in steps],
+                "requests": [{**timeline_to_dict(t), "replica": names[j] if j >= 0 else None}
+                             for t, j in zip(self.cluster.requests, self.placement)],
+                "routes": [{"request_id": r.request_id, "time": r.time, "replica": names[r.replica],
+                            "candidates": [names[k] for k in r.candidates], "scores": list(r.scores),
+                            "reported": [asdict(s) for s in r.states],
+                            "prefix": None if r.prefix is None else list(r.prefix)} for r in self.routes],
+                "kv_transfers": [asdict(t) for t in self.transfers]}
+
     def to_json(self) -> dict[str, object]:
         return {"router": self.router, "num_replicas": len(self.replicas), "replicas": self.replica_rows(),
                 **self.transfer_summary()}

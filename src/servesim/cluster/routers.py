@@ -51,6 +51,8 @@ class Router:
     """Picks a replica; `scores` says how each replica scored (higher is better unless `lower_wins`)."""
 
     name = ""
+    needs_state = True  # reads what the replicas report (round-robin and random do not: the cluster then need not
+    # stop every replica at each arrival to ask, `Cluster.run`)
     needs_prefix = False  # asks the replicas' prefix caches how much of the prompt they hold
     lower_wins = False
 
@@ -60,6 +62,7 @@ class Router:
 
 class RoundRobin(Router):
     name = "round-robin"
+    needs_state = False
 
     def __init__(self) -> None:
         self.next = 0
@@ -72,6 +75,7 @@ class RoundRobin(Router):
 
 class Random(Router):
     name = "random"
+    needs_state = False
 
     def __init__(self, seed: int) -> None:
         self.rng = random.Random(seed)
