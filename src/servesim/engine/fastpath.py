@@ -22,8 +22,8 @@ the same token times (to float tolerance) and, with records kept in full, the sa
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from servesim.cost import CostModel, StepShape
@@ -112,31 +112,51 @@ class FastPath:
         """Take the cohort into this step. When it alone runs and nobody waits, apply the stretch of steps up to
         the next event and return True. Everyone is brought up to date first when schedule() must see them all
         (the cohort's blocks do not fit, so schedule() picks victims among everyone; a priority victim could be
-        a member; or the policy may run a prompt instead of the decodes, as vLLM v0 does)."""
+        a member; or the policy may run a prompt instead of the decodes, as vLLM v0 does, and cannot say which
+        without seeing them: `_prefill_first`)."""
         cohort, running, kv = self.cohort, engine.running, engine.kv
         n = cohort.n
         self.n = self.growth = 0
         self.contexts = None
         if not n:
             return False
-        growth = cohort.growth(engine.step)
-        if ((kv.free_blocks is not None and growth > kv.free_blocks) or (self.priority and n < len(running))
-                or (not self.decodes_first and (len(engine.sched.waiting) and not engine.sched.swapped
-                                                or engine.sched.chunked_req is not None))):
-            cohort.leave_all(running, engine.step)
+        clock = engine.step - cohort.paused
+        growth = cohort.growth(clock)
+        if (kv.free_blocks is not None and growth > kv.free_blocks) or (self.priority and n < len(running)):
+            cohort.leave_all(running, clock)
             return False
+        sched = engine.sched
+        if not self.decodes_first and (len(sched.waiting) and not sched.swapped or sched.chunked_req is not None):
+            if not self._prefill_first(engine, n, clock):
+                return False
         self.n, self.growth = n, growth
         if not self.aggregate:
-            self.contexts = cohort.contexts(running, engine.step)
-        if n == len(running) and not len(engine.sched.waiting) and not engine.sched.swapped:
+            self.contexts = cohort.contexts(running, clock)
+        if n == len(running) and not sched.swapped and (not len(sched.waiting) or not self.decodes_first):
             self._apply(engine, self._plan(engine), after_schedule=False)
             return True
+        return False
+
+    def _prefill_first(self, engine: Engine, n: int, clock: int) -> bool:
+        """A policy that may run prompts without the decodes, with someone waiting: it says what its next
+        schedule() does (`Scheduler.cohort_step`). "decode": no prompt can start, everyone decodes, and True (a
+        stretch, up to the next event). "prefill": a prompt-only step, sure to be built without reading the
+        cohort's members, so the cohort pauses for it and keeps them. Else (or with every step's reasons to
+        record) the members leave, up to date, for schedule() to see."""
+        ask = getattr(engine.sched, "cohort_step", None)
+        mode = ask() if ask is not None and n == len(engine.running) and not engine.reasons else None
+        if mode == "decode":
+            return True
+        if mode == "prefill":
+            self.cohort.pause(engine.step)
+        else:
+            self.cohort.leave_all(engine.running, clock)
         return False
 
     def decodes_ahead(self, engine: Engine) -> int:
         """The cohort's decodes are this step's first n, their blocks taken from the pool before schedule()."""
         if self.prefix_kv is not None and self.n:
-            self._pool_steps(engine.step, 1)
+            self._pool_steps(engine.step - self.cohort.paused, 1)
         elif engine.kv.free_blocks is not None:
             engine.kv.free_blocks -= self.growth
         return self.n
@@ -164,13 +184,15 @@ class FastPath:
     def step_time(self, cost: CostModel, step: int, rest: StepShape) -> float:
         """The step's duration: the cohort's n decodes first, then `rest` (what schedule() chose)."""
         cohort = self.cohort
-        return step_duration(cost, self.n, cohort.base + self.n * step, rest, self.contexts)
+        return step_duration(cost, self.n, cohort.context_sum(step - cohort.paused), rest, self.contexts)
 
     def scheduled(self, running: list[RequestState], step: int, rest: tuple[ScheduledEntry, ...]) -> Scheduled:
         """The step record's entries: the cohort's decodes, then `rest`."""
         if not self.n:
             return Scheduled(rest)
-        return self._decodes(running[:self.n], self.contexts or self.cohort.contexts(running, step), 0, rest)
+        cohort = self.cohort
+        return self._decodes(running[:self.n], self.contexts or cohort.contexts(running, step - cohort.paused), 0,
+                             rest)
 
     def _decodes(self, members: list[RequestState], contexts: list[int], offset: int,
                  rest: tuple[ScheduledEntry, ...] = ()) -> Scheduled:
@@ -181,12 +203,13 @@ class FastPath:
 
     def finishing(self, engine: Engine, end: float) -> list[str]:
         """Members that sample their last token this step finish; their ids in running order."""
-        cohort, step = self.cohort, engine.step
+        cohort = self.cohort
+        step = engine.step - cohort.paused
         if not self.n or cohort.heap[0][0] > step:
             return []
         done = cohort.finishing(step)
         ids = []
-        if len(done) > 1 and (engine.keep_records or self.prefix_kv is not None):
+        if len(done) > 1 and (engine.keep_records or _order_matters(self, engine)):
             done = _running_order(done, engine.running, self.n)
         if done and engine.keep_records:  # in running order, as a step-by-step run lists them
             ids = [s.request_id for s in done]
@@ -198,14 +221,15 @@ class FastPath:
 
     def absorb(self, running: list[RequestState], step: int) -> None:
         """After the step: running requests that now decode one token a step join, in running order."""
-        self.cohort.absorb(running, step)
+        self.cohort.absorb(running, step - self.cohort.paused)
 
     def close(self) -> None:
         self.cohort.heap.clear()  # the states it references go with the timelines
 
     # -- stretches ------------------------------------------------------------------------------------------------
     def _plan(self, engine: Engine) -> Stretch | None:
-        return plan_stretch(self.cohort, engine.kv.free_blocks, engine.cost, engine.step, engine.now,
+        cohort = self.cohort
+        return plan_stretch(cohort, engine.kv.free_blocks, engine.cost, engine.step - cohort.paused, engine.now,
                             engine.next_arrival, self.contexts)
 
     def _apply(self, engine: Engine, plan: Stretch | None, after_schedule: bool) -> None:
@@ -217,18 +241,18 @@ class FastPath:
             engine.step += plan.k
             engine.now = plan.end
             engine.arrivals = []
-            n, nxt = cohort.n, engine.next_arrival
+            n, nxt, clock = cohort.n, engine.next_arrival, engine.step - cohort.paused
             if (after_schedule or not n or n != len(running) or (nxt is not None and nxt <= engine.now)
-                    or (kv.free_blocks is not None and cohort.growth(engine.step) > kv.free_blocks)):
+                    or engine.num_waiting() or (kv.free_blocks is not None and cohort.growth(clock) > kv.free_blocks)):
                 return
-            self.contexts = None if self.aggregate else cohort.contexts(running, engine.step)
+            self.contexts = None if self.aggregate else cohort.contexts(running, clock)
             plan = self._plan(engine)
 
     def _advance(self, engine: Engine, plan: Stretch, after_schedule: bool = False) -> int:
         """The cohort alone decodes for the stretch's k steps; returns how many finished in its last step.
         `after_schedule`: the first step's decodes_ahead() has taken its blocks already."""
         cohort, sched, kv = self.cohort, engine.sched, engine.kv
-        k, n, first = plan.k, cohort.n, engine.step
+        k, n, first = plan.k, cohort.n, engine.step - cohort.paused  # (first: the cohort's clock)
         num_waiting = engine.num_waiting()
         free_after = plan.free_after
         cached = None  # prefix caching: cached free blocks after each step's schedule
@@ -239,17 +263,19 @@ class FastPath:
             cached += self._pool_steps(first + after_schedule, k - after_schedule)
         else:
             kv.free_blocks = free_after[-1]  # nobody frees blocks before the last step's finishes
-        last = first + k - 1
+        last, record = first + k - 1, None
         if engine.keep_records:
             members = sched.running[:n]
             contexts = self.contexts or cohort.contexts(sched.running, first)
-            _stretch_records(engine, plan, members, contexts, self, free_after, num_waiting, cached)
+            record = _stretch_records(engine, plan, members, contexts, self, free_after, num_waiting, cached, first)
         done = cohort.finishing(last) if cohort.heap[0][0] <= last else ()
-        if len(done) > 1 and self.prefix_kv is not None:  # freed in running order: the free queue's order
+        if len(done) > 1 and _order_matters(self, engine):  # freed in running order: the free queue's order
             done = _running_order(done, sched.running, n)
         for s in done:
             s.finish_time = plan.end
             sched.finish(s)
+        if record is not None:  # the last step's record, with the pool after its finishes (as the policy freed)
+            engine.emit(record if kv.free_blocks is None else replace(record, free_blocks_after_step=kv.free_blocks))
         engine.log.extend(plan.times, plan.durations, n, free_after, n - len(done), num_waiting, cached)
         return len(done)
 
@@ -277,29 +303,43 @@ class FastPath:
 
 
 def _stretch_records(engine: Engine, plan: Stretch, members: list[RequestState], contexts: list[int],
-                     fast: FastPath, free_after: list[int], num_waiting: int, cached: list[int] | None) -> None:
+                     fast: FastPath, free_after: list[int], num_waiting: int, cached: list[int] | None,
+                     clock: int) -> StepRecord | None:
     """The step records a step-by-step run would have written for the stretch (the members' ids and contexts
-    shared by all of them)."""
+    shared by all of them; the policy's forward mode and ratio for each step, where it has them). The last one is
+    returned, not emitted: its pool after the step is known once its finishers are done."""
     k, n, bs, first = plan.k, len(members), fast.cohort.block_size, engine.step
     unlimited = engine.kv.free_blocks is None
     ids = [s.request_id for s in members]
-    last = [s.request.output_len - s.num_output_tokens - (first - s.decoding_since) == k for s in members]
+    last = [s.request.output_len - s.num_output_tokens - (clock - s.decoding_since) == k for s in members]
+    ratios = getattr(engine.sched, "decode_ratios", None)
+    mode, ratios = ("decode", ratios(first, k)) if ratios is not None else (None, [None] * k)
     arrivals, budget, emit = tuple(engine.arrivals), engine.config.max_num_batched_tokens, engine.emit
     shared = fast._decodes(members, contexts, 0)
     for j in range(k):
         if not engine.keep_records:  # max_records reached in this stretch
-            break
+            return None
         scheduled = Scheduled((), shared.ids, shared.contexts, j, shared.blocks, bs)
         fin = tuple(ids[i] for i in range(n) if last[i]) if j == k - 1 else ()
-        freed = _freed(fast.prefix_kv, members, last, scheduled) if fin else 0
         free = None if unlimited else free_after[j]
-        emit(StepRecord(
+        record = StepRecord(
             step=first + j, start_time=plan.times[j], duration=plan.durations[j],
             arrivals=arrivals if j == 0 else (), scheduled=scheduled, preempted=(), finished=fin, waiting=(),
             num_running_after=n - len(fin), num_waiting_after=num_waiting,
-            free_blocks_after_schedule=free, free_blocks_after_step=None if free is None else free + freed,
+            free_blocks_after_schedule=free, free_blocks_after_step=free,
             token_budget=budget, cached_free_blocks_after_schedule=None if cached is None else cached[j],
-        ))
+            forward_mode=mode, new_token_ratio=ratios[j],
+        )
+        if j == k - 1:
+            return record
+        emit(record)
+    return None
+
+
+def _order_matters(fast: FastPath, engine: Engine) -> bool:
+    """Finishers must go in running order when the pool remembers it: vLLM's free queue under prefix caching, or
+    SGLang's radix cache (its access order decides what is evicted)."""
+    return fast.prefix_kv is not None or getattr(engine.kv, "radix", None) is not None
 
 
 def _running_order(done: list[RequestState], running: list[RequestState], n: int) -> list[RequestState]:
@@ -307,14 +347,3 @@ def _running_order(done: list[RequestState], running: list[RequestState], n: int
     them: under prefix caching the order their blocks go back is the free queue's."""
     leaving = {id(s) for s in done}
     return [s for s in running[:n] if id(s) in leaving]
-
-
-def _freed(prefix_kv: PrefixCachingKV | None, members: list[RequestState], last: list[bool],
-           scheduled: Scheduled) -> int:
-    """Blocks the stretch's last step gives back: its finishers' blocks, less (under prefix caching) the blocks
-    someone else still holds."""
-    if prefix_kv is None:
-        return sum(scheduled.decode(i).num_blocks for i, done in enumerate(last) if done)
-    held = Counter(b for s, done in zip(members, last) if done for b in s.block_ids)
-    ref_cnt = prefix_kv.pool.ref_cnt
-    return sum(ref_cnt[b] == c for b, c in held.items())

@@ -95,9 +95,10 @@ class SGLangScheduler(Scheduler):
         self.last_step = self.step_index
         if self._prefill():
             out.forward_mode = "mixed" if any(s.sampled_since_admission for s in out.scheduled) else "prefill"
-            for s in self.running:
-                if s not in out.scheduled:
-                    self.note(s, Reason.PREFILL_FIRST, "a prefill batch runs first")
+            if self.explain:
+                for s in self.running:
+                    if s not in out.scheduled:
+                        self.note(s, Reason.PREFILL_FIRST, "a prefill batch runs first")
         elif self.running:
             self._decode()
             out.forward_mode = "decode"
@@ -158,8 +159,40 @@ class SGLangScheduler(Scheduler):
         decodes = self._mix() if sg.enable_mixed_chunk and running else []
         # the prefill batch joins the running batch (merged at the next iteration, in admission order); a mixed
         # batch puts its prefill rows before the decodes
-        running[:] = complete + decodes if decodes else running + complete
+        if decodes:
+            running[:] = complete + decodes
+        else:
+            running += complete
         return True
+
+    # -- what the engine's fast path may ask (servesim.engine.fastpath) ----------------------------------------
+    def cohort_step(self) -> str | None:
+        """What the next schedule() does with the running batch, when it can tell without reading the running
+        requests (the fast path keeps them as a decode cohort whose fields are behind): "decode" when no prefill
+        batch can be tried (everyone decodes, if their slots fit), "prefill" when one is sure to be built and the
+        running requests sit it out (not mixed; an unlimited pool, so no admission reads their reserve, and
+        page_size 1, so a chunk always has room), else None."""
+        sg = self.sg
+        if self.chunked_req is None:
+            if self.batch_is_full or not self.waiting:
+                return "decode"
+            if sg.max_running_requests - len(self.running) <= 0:
+                self.batch_is_full = True  # as _prefill sets it
+                return "decode"
+        if sg.enable_mixed_chunk or self.kv.free_blocks is not None or sg.page_size != 1:
+            return None
+        return "prefill"
+
+    def decode_ratios(self, step: int, k: int) -> list[float]:
+        """new_token_ratio in force at steps step .. step+k-1, decode steps the fast path runs without schedule()
+        (which decays the ratio for them when it next runs: `last_step`)."""
+        ratio, decay, low, out = self.ratio, self.sg.ratio_decay, self.sg.ratio_min, []
+        for _ in range(step - self.last_step - 1):
+            ratio = max(ratio - decay, low)
+        for _ in range(k):
+            ratio = max(ratio - decay, low)
+            out.append(ratio)
+        return out
 
     def _note_from(self, i: int, reason: Reason, detail: str) -> None:
         if self.explain:
@@ -348,9 +381,12 @@ class Adder:
     def __init__(self, sched: SGLangScheduler, mixed_rows: int) -> None:
         sg, ratio = sched.sg, sched.ratio
         self.sched = sched
-        # every running request may still need min(max_new - outputs, 4096) x new_token_ratio tokens
-        self.rem_total_offset = mixed_rows + sum(
-            min(s.request.output_len - s.num_output_tokens, CLIP_MAX_NEW_TOKENS) * ratio for s in sched.running)
+        # every running request may still need min(max_new - outputs, 4096) x new_token_ratio tokens (against an
+        # unlimited pool the reserve changes nothing: not summed, so the fast path's cohort is not read)
+        self.rem_total_offset = mixed_rows
+        if sched.kv.free_blocks is not None:
+            self.rem_total_offset += sum(
+                min(s.request.output_len - s.num_output_tokens, CLIP_MAX_NEW_TOKENS) * ratio for s in sched.running)
         self.cur_rem_offset = mixed_rows
         self.rem_input = sg.max_prefill_tokens - mixed_rows
         self.rem_chunk = None if sg.chunked_prefill_size is None else sg.chunked_prefill_size - mixed_rows
