@@ -30,7 +30,17 @@ _LISTS = {
     "gpu": Annotated[str | None, typer.Option("--gpu", help="GPUs to sweep, e.g. h100,a100.")],
     "tp": Annotated[str | None, typer.Option("--tensor-parallel-size", "-tp", "--tp",
                                              help="Tensor-parallel sizes to sweep, e.g. 1,2.")],
+    "num_replicas": Annotated[str | None, typer.Option("--num-replicas", help="Data-parallel replica counts to "
+                                                       "sweep behind --router, e.g. 1,2,4,8 (layouts 1, 2, ...).")],
+    "prefill_replicas": Annotated[str | None, typer.Option("--prefill-replicas", help="P/D: prefill replica "
+                                                           "counts; with --decode-replicas each pair is a layout "
+                                                           "xPyD, e.g. 1P3D.")],
+    "decode_replicas": Annotated[str | None, typer.Option("--decode-replicas", help="P/D: decode replica "
+                                                          "counts.")],
+    "router": Annotated[str | None, typer.Option("--router", help="Routers to sweep, e.g. "
+                                                 "round-robin,least-loaded (servesim routers).")],
 }
+_CLUSTER = ("num_replicas", "prefill_replicas", "decode_replicas", "router")
 
 
 def sweeping(command):
@@ -44,11 +54,16 @@ def sweeping(command):
 
 
 def split(opts: SimOptions, policies: str, sets: list[str] | None) -> tuple[SimOptions, Any]:
-    """The base options (the axes' fields emptied) and the axes."""
-    from servesim.plan.points import axes_from
+    """The base options (the axes' fields emptied) and the axes. The layouts: each --num-replicas, then each
+    --prefill-replicas x --decode-replicas pair."""
+    from servesim.plan.layouts import layouts_from
+    from servesim.plan.points import axes_from, parse_list
 
-    axes = axes_from(policies, opts.model, opts.gpu, opts.tp, opts.request_rate, opts.rate_scale, sets)
-    base = replace(opts, request_rate=None, rate_scale=None, model=None, gpu=None, tp=None)
+    counts = [parse_list(getattr(opts, f), f"--{f.replace('_', '-')}", int) for f in _CLUSTER[:3]]
+    axes = axes_from(policies, opts.model, opts.gpu, opts.tp, opts.request_rate, opts.rate_scale, sets,
+                     layouts_from(*counts), opts.router, opts.seed)
+    base = replace(opts, request_rate=None, rate_scale=None, model=None, gpu=None, tp=None,
+                   **dict.fromkeys(_CLUSTER))
     return base, axes
 
 
@@ -99,9 +114,10 @@ def sweep_cmd(
     report: Annotated[Path | None, typer.Option("--report", help="Write one offline HTML page: tail latency "
                                                 "against throughput per GPU, the Pareto front marked.")] = None,
 ) -> None:
-    """Every point of the product of --set knobs, --request-rate (or --rate-scale), --policies and --model/--gpu/
-    --tp lists: vllm bench serve's metrics, goodput and SLO attainment, OVERLOADED, $ per million output tokens,
-    and the Pareto front (TTFT p99, TPOT p99, output throughput per GPU) marked."""
+    """Every point of the product of --set knobs, --request-rate (or --rate-scale), --policies, --model/--gpu/
+    --tp lists and cluster layouts (--num-replicas, --prefill-replicas x --decode-replicas, --router lists):
+    vllm bench serve's metrics, goodput and SLO attainment, OVERLOADED, $ per million output tokens, and the
+    Pareto front (TTFT p99, TPOT p99, output throughput per GPU, GPUs = replicas x TP) marked."""
     from servesim.analysis.benchmark import parse_goodput, parse_percentiles
     from servesim.export.paths import check_output_file
     from servesim.plan.api import run_sweep
@@ -167,7 +183,8 @@ def write_rows(rows: list[dict], output: Path | None, json_path: Path | None, ax
         print(f"wrote {output}")
 
 
-SHORT = {"request_rate": "rate", "rate_scale": "scale", "max_num_seqs": "seqs", "max_num_batched_tokens": "budget"}
+SHORT = {"request_rate": "rate", "rate_scale": "scale", "max_num_seqs": "seqs", "max_num_batched_tokens": "budget",
+         "layout": "replicas"}
 
 
 def _f(v: Any, fmt: str = ".2f") -> str:
@@ -238,7 +255,8 @@ def capacity_cmd(
     max_rate: Annotated[float, typer.Option("--max-rate", help="Highest rate tried (req/s).")] = 10_000.0,
     target_rate: Annotated[float | None, typer.Option("--target-rate", help="Also answer: the fewest GPUs "
                                                       "(replicas x TP) and the configuration serving this many "
-                                                      "req/s at the SLO.")] = None,
+                                                      "req/s at the SLO, by simulating replicas behind "
+                                                      "--router at this rate.")] = None,
     policies: Policies = "vllm",
     sets: Sets = None,
     executor: Executor = "local",
@@ -248,7 +266,9 @@ def capacity_cmd(
 ) -> None:
     """The highest request rate at which at least --attainment % of requests meet the --goodput SLOs, for each
     configuration (--set, --policies, --model/--gpu/--tp lists): bracketing and bisection over vllm bench
-    serve's arrivals (Poisson at --seed); the limit that binds at capacity, from the step records."""
+    serve's arrivals (Poisson at --seed); the limit that binds at capacity, from the step records. Layouts
+    (--num-replicas, --prefill-replicas x --decode-replicas lists) are simulated as clusters; --target-rate R
+    simulates replicas behind each --router at R, from the even-split estimate, for the fewest GPUs."""
     from servesim.analysis.benchmark import parse_goodput
     from servesim.export.paths import check_output_file
     from servesim.plan.api import check_no_rate, run_capacity
@@ -264,9 +284,9 @@ def capacity_cmd(
     base, axes = split(opts, policies, sets)
     check_no_rate(base, axes)
     if target_rate is not None:
-        from servesim.plan.capacity import fewest_gpus
+        from servesim.plan.api import check_target
 
-        fewest_gpus([], target_rate)  # checks the rate before the search, not after
+        check_target(axes, target_rate)  # before the search, not after
     ex = make_executor(executor, workers, ray_address)
     points = product(axes)
     preflight(replace(base, request_rate=start_rate), points[0])
@@ -307,11 +327,25 @@ def print_capacity(found: Any, axes: Any, workload: str, wall_s: float) -> None:
         if c["max_request_rate"] == 0:
             console.print(f"{c['policy']}: even {s.min_rate:g} req/s misses the SLO for more than "
                           f"{100 - s.attainment:g} % of requests")
-    if found.target is not None:
-        tg, c = found.target, found.configs[found.target["index"]]
-        key = ", ".join(f"{k} {c.get(k if k in c else f'engine_{k}')}" for k in cols)
-        console.print(f"{tg['target_rate']:g} req/s at the SLO: {tg['num_gpus']} GPUs = {tg['replicas']} replicas "
-                      f"x TP {c['tp'] or 1} of {key} (each serves up to {tg['max_request_rate']:.4g} req/s)")
-    elif found.target_rate is not None:
-        console.print(f"{found.target_rate:g} req/s at the SLO: no configuration serves any rate at it")
+    print_target(found, cols)
     print(f"servesim: note: {len(found.configs)} configurations in {wall_s:.1f} s wall time", file=sys.stderr)
+
+
+def print_target(found: Any, cols: list[str]) -> None:
+    """--target-rate: the simulated answer, and the even-split estimate it started from."""
+    if found.target_rate is None:
+        return
+    est = found.target_estimate
+    if found.target is None:
+        why = ("no configuration serves any rate at the SLO" if est is None
+               else "no replica count behind the router meets the SLO (simulated)")
+        console.print(f"{found.target_rate:g} req/s at the SLO: {why}")
+        return
+    tg, c = found.target, found.configs[found.target["index"]]
+    key = ", ".join(f"{k} {c.get(k if k in c else f'engine_{k}')}" for k in [k for k in cols if k != "router"]
+                    or ["policy"])
+    console.print(f"{tg['target_rate']:g} req/s at the SLO: {tg['num_gpus']} GPUs = {tg['replicas']} replicas "
+                  f"x TP {c['tp'] or 1} of {key} behind {tg['router']} (simulated at {tg['target_rate']:g} req/s; "
+                  f"{len(c['target']['tried'])} replica counts tried)")
+    console.print(f"even-split estimate: {est['num_gpus']} GPUs = {est['replicas']} replicas of "
+                  f"{est['max_request_rate']:.4g} req/s each (ceil(R / capacity), not simulated)")

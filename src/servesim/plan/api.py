@@ -5,6 +5,7 @@
                         goodput="ttft:500 tpot:50", workers=2)     # polars, one row per point
     cap = servesim.capacity("azure-conv-sample", goodput="ttft:500 tpot:50", attainment=99)
     cap.max_request_rate, cap.table, cap.configs[0]["points"]
+    df = servesim.sweep("azure-conv-sample", request_rates=[8], layouts=[1, 2, 4, "1P3D"], routers=["round-robin"])
 
 Any other keyword is a simulating command's option by its field name (`servesim.cli.options.SimOptions`:
 `num_requests`, `cost`, `max_num_batched_tokens`, `seed`, ...), so the API and the command line resolve a point
@@ -23,8 +24,11 @@ from servesim.plan.checkpoint import Checkpoint, fingerprint
 from servesim.plan.executors import make_executor
 from servesim.plan.points import Axes, Point, axes_from, product
 from servesim.plan.sweep import Measure, run_points
+from servesim.plan.target import fewest_simulated, search_replicas, target_tasks
 
 SWEPT = ("request_rate", "rate_scale", "model", "gpu", "tp")  # SimOptions fields that are axes here
+LAYOUT_FIELDS = ("num_replicas", "prefill_replicas", "decode_replicas")  # the `layouts` axis here
+ROUTER_FIELD = "router"  # the `routers` axis
 
 
 def run_sweep(base: Any, axes: Axes, how: Measure, executor: Any, checkpoint: str | None = None,
@@ -59,8 +63,9 @@ class CapacityResult:
 
     configs: list[dict[str, Any]]
     search: Search
-    target: dict[str, Any] | None = None
+    target: dict[str, Any] | None = None  # simulated: the cluster at the target rate (plan.target)
     target_rate: float | None = None
+    target_estimate: dict[str, Any] | None = None  # the even split's answer (capacity.fewest_gpus)
 
     @property
     def max_request_rate(self) -> float:
@@ -71,20 +76,24 @@ class CapacityResult:
     def table(self) -> Any:
         import polars as pl
 
-        return pl.DataFrame([{k: v for k, v in c.items() if k not in ("points", "bound_steps")}
+        return pl.DataFrame([{k: v for k, v in c.items() if k not in ("points", "bound_steps", "target")}
                              for c in self.configs], infer_schema_length=None)
 
     def to_json(self) -> dict[str, Any]:
         return {"goodput": self.search.goodput, "attainment": self.search.attainment,
                 "rate_tolerance": self.search.tolerance, "max_request_rate": self.max_request_rate,
-                "configs": self.configs, "target_rate": self.target_rate, "target": self.target}
+                "configs": self.configs, "target_rate": self.target_rate, "target": self.target,
+                "target_estimate": self.target_estimate}
 
 
 def run_capacity(base: Any, axes: Axes, search: Search, how: Measure, executor: Any,
                  target_rate: float | None = None,
                  on_config: Callable[[Point, dict], None] | None = None) -> CapacityResult:
-    """A capacity search for each configuration of the axes (no request-rate axis: the rate is searched)."""
+    """A capacity search for each configuration of the axes (no request-rate axis: the rate is searched); with
+    `target_rate`, the fewest replicas of each behind its router that serve it, simulated (`plan.target`)."""
     check_no_rate(base, axes)
+    if target_rate is not None:
+        check_target(axes, target_rate)
     points = product(axes)
     tasks = [CapacityTask(base, p, search, how) for p in points]
     found: list[dict[str, Any] | None] = [None] * len(tasks)
@@ -93,8 +102,21 @@ def run_capacity(base: Any, axes: Axes, search: Search, how: Measure, executor: 
         if on_config is not None:
             on_config(points[i], out)
     configs = [f for f in found if f is not None]
-    target = fewest_gpus(configs, target_rate) if target_rate is not None else None
-    return CapacityResult(configs, search, target, target_rate)
+    if target_rate is None:
+        return CapacityResult(configs, search)
+    tasks = target_tasks(base, points, configs, search, how, target_rate)
+    for k, out in executor.run(search_replicas, [t for _, t in tasks]):
+        configs[tasks[k][0]]["target"] = out
+    return CapacityResult(configs, search, fewest_simulated(configs, target_rate), target_rate,
+                          fewest_gpus(configs, target_rate))
+
+
+def check_target(axes: Axes, target_rate: float) -> None:
+    fewest_gpus([], target_rate)  # the rate's own check
+    if axes.layouts:
+        raise ConfigError("--target-rate searches the number of data-parallel replicas itself: drop "
+                          "--num-replicas/--prefill-replicas/--decode-replicas (capacity without --target-rate "
+                          "gives a layout's capacity)")
 
 
 def check_no_rate(base: Any, axes: Axes) -> None:
@@ -111,9 +133,14 @@ def base_options(workload: str, options: dict[str, Any]) -> Any:
     swept = [k for k in options if k in SWEPT]
     if swept:
         raise ConfigError(f"{swept[0]}: an axis here; give it as {swept[0]}s=[...] (one value: a list of one)")
+    cluster = [k for k in options if k in (*LAYOUT_FIELDS, ROUTER_FIELD)]
+    if cluster:
+        axis = "routers=[...]" if cluster[0] == ROUTER_FIELD else "layouts=[...] (e.g. [1, 2, 4, '1P3D'])"
+        raise ConfigError(f"{cluster[0]}: an axis here; give it as {axis}")
     unknown = sorted(set(options) - names)
     if unknown:
-        raise ConfigError(f"unknown option {unknown[0]!r}; valid: {', '.join(sorted(names - set(SWEPT)))}")
+        valid = sorted(names - set(SWEPT) - set(LAYOUT_FIELDS) - {ROUTER_FIELD})
+        raise ConfigError(f"unknown option {unknown[0]!r}; valid: {', '.join(valid)}")
     return SimOptions(workload=workload, **options)
 
 
@@ -128,7 +155,8 @@ def _goodput(goodput: str | dict[str, float] | None) -> dict[str, float]:
 def sweep(workload: str = "seed", *, policies: Sequence[str] | str = ("vllm",),
           request_rates: Sequence[float] | None = None, rate_scales: Sequence[float] | None = None,
           models: Sequence[str] | None = None, gpus: Sequence[str] | None = None, tps: Sequence[int] | None = None,
-          knobs: dict[str, Sequence[object]] | None = None, goodput: str | dict[str, float] | None = None,
+          knobs: dict[str, Sequence[object]] | None = None, layouts: Sequence[str | int] | None = None,
+          routers: Sequence[str] | None = None, goodput: str | dict[str, float] | None = None,
           percentiles: Sequence[float] = (50.0, 90.0, 99.0), gpu_cost: dict[str, float] | None = None,
           executor: str = "local", workers: int | None = None, ray_address: str | None = None,
           checkpoint: str | None = None, resume: bool = False, **options: Any) -> Any:
@@ -138,7 +166,7 @@ def sweep(workload: str = "seed", *, policies: Sequence[str] | str = ("vllm",),
     from servesim.plan.prices import parse_gpu_cost
 
     base = base_options(workload, options)
-    axes = axes_from(policies, models, gpus, tps, request_rates, rate_scales, knobs)
+    axes = axes_from(policies, models, gpus, tps, request_rates, rate_scales, knobs, layouts, routers, base.seed)
     how = Measure(_goodput(goodput), tuple(float(p) for p in percentiles), parse_gpu_cost(gpu_cost))
     rows = run_sweep(base, axes, how, make_executor(executor, workers, ray_address), checkpoint, resume)
     return pl.DataFrame(rows, infer_schema_length=None)
@@ -149,12 +177,13 @@ def capacity(workload: str = "seed", *, goodput: str | dict[str, float], attainm
              target_rate: float | None = None, policies: Sequence[str] | str = ("vllm",),
              models: Sequence[str] | None = None, gpus: Sequence[str] | None = None,
              tps: Sequence[int] | None = None, knobs: dict[str, Sequence[object]] | None = None,
+             layouts: Sequence[str | int] | None = None, routers: Sequence[str] | None = None,
              executor: str = "local", workers: int | None = None, ray_address: str | None = None,
              **options: Any) -> CapacityResult:
     """The highest request rate meeting the SLOs for `attainment` % of requests, per configuration (see
     `servesim capacity --help`)."""
     base = base_options(workload, options)
-    axes = axes_from(policies, models, gpus, tps, None, None, knobs)
+    axes = axes_from(policies, models, gpus, tps, None, None, knobs, layouts, routers, base.seed)
     slos = _goodput(goodput)
     search = Search(slos, attainment, rate_tolerance, start_rate, max_rate)
     return run_capacity(base, axes, search, Measure(slos), make_executor(executor, workers, ray_address),

@@ -22,6 +22,7 @@ from typing import Any
 
 from servesim.analysis.breakdown import Bound, bound_by
 from servesim.errors import ConfigError
+from servesim.plan.layouts import steps_of
 from servesim.plan.points import Point
 from servesim.plan.sweep import Measure, measure, simulate_point
 
@@ -65,17 +66,22 @@ class CapacityTask:
 
 
 def search_config(task: CapacityTask) -> dict[str, Any]:
-    """One configuration's capacity, the points tried, and the binding limit at it (JSON-able)."""
+    """One configuration's capacity, the points tried, and the binding limit at it (JSON-able). Without a layout
+    the configuration is one engine: its router (kept for `--target-rate`) routes nothing, so it runs as the plain
+    engine (one replica behind a router is that engine record for record, docs/cluster.md)."""
     s, tried, config = task.search, [], {}
+    alone = task.point if task.point.layout is not None else replace(task.point, router=None)
 
     def passes(rate: float) -> bool:
-        point = replace(task.point, request_rate=rate)
+        point = replace(alone, request_rate=rate)
         result, cost = simulate_point(task.base, point)
         row = measure(point, result, cost, task.measure)
         ok = row["slo_attainment"] >= s.attainment
         if not config:  # the configuration's columns: the row's, before the metrics, less the offered load
             keys = list(row)[:list(row).index("duration")]
             config.update({k: row[k] for k in keys if k not in ("request_rate", "rate_scale")})
+            if task.point.router is not None:
+                config["router"] = task.point.router
         tried.append({"request_rate": rate, "slo_attainment": row["slo_attainment"], "passed": ok,
                       "overloaded": row["overloaded"], "p99_ttft_ms": row["p99_ttft_ms"],
                       "p99_tpot_ms": row["p99_tpot_ms"], "output_throughput": row["output_throughput"]})
@@ -89,7 +95,7 @@ def search_config(task: CapacityTask) -> dict[str, Any]:
     out = config | {"max_request_rate": 0.0 if lo is None else lo, "failing_rate": hi,
                     "bracketed": lo is not None and hi is not None, "binding": None, "bound_steps": {}}
     if lo is not None:
-        result, _ = simulate_point(task.base, replace(task.point, request_rate=lo), record="full")
+        result, _ = simulate_point(task.base, replace(alone, request_rate=lo), record="full")
         out["bound_steps"] = bound_shares(result)
         out["binding"] = next(iter(out["bound_steps"]), None)
     return out | {"points": tried}
@@ -113,22 +119,25 @@ def _bracket(passes: Any, s: Search) -> tuple[float | None, float | None]:
 
 
 def bound_shares(result: Any) -> dict[str, float]:
-    """Share of steps (%) by the limit that bound them, most common first."""
+    """Share of steps (%) by the limit that bound them, most common first (a cluster: every replica's steps)."""
     counts: dict[str, int] = {}
-    for step in result.steps:
+    for step in steps_of(result):
         name = LIMITS[bound_by(step)]
         counts[name] = counts.get(name, 0) + 1
     total = sum(counts.values())
     return {k: 100.0 * v / total for k, v in sorted(counts.items(), key=lambda kv: -kv[1])}
 
 
-def fewest_gpus(found: Sequence[dict[str, Any]], target_rate: float) -> dict[str, Any] | None:
-    """The configuration that serves `target_rate` at the SLO with the fewest GPUs (replicas x TP).
+def even_split_replicas(capacity: float, target_rate: float) -> int:
+    """ceil(R / c): replicas of capacity c, each sent an even share of R (a random split of a Poisson process is
+    a Poisson process at the share's rate). The estimate `plan.target` starts its simulated search from."""
+    return max(1, math.ceil(target_rate / capacity - 1e-9))
 
-    Replicas are independent copies of one configuration behind a router that splits arrivals evenly (a random
-    split of a Poisson process is a Poisson process at the share's rate), so a configuration of capacity c needs
-    ceil(R / c) replicas. Ties: the higher capacity per GPU, then sweep order. When `servesim.cluster` exists a
-    layout can be simulated as a whole instead (`Point.layout`). None: no configuration serves any rate."""
+
+def fewest_gpus(found: Sequence[dict[str, Any]], target_rate: float) -> dict[str, Any] | None:
+    """The even-split estimate: the configuration that serves `target_rate` with the fewest GPUs (replicas x TP)
+    if each of ceil(R / c) replicas of capacity c serves an even share. Ties: the higher capacity per GPU, then
+    sweep order. None: no configuration serves any rate. `plan.target` simulates the layouts instead."""
     if not (target_rate > 0 and math.isfinite(target_rate)):
         raise ConfigError(f"--target-rate {target_rate}: expected a finite rate > 0 requests/s")
     best = None
@@ -136,7 +145,7 @@ def fewest_gpus(found: Sequence[dict[str, Any]], target_rate: float) -> dict[str
         c = f["max_request_rate"]
         if c <= 0:
             continue
-        replicas = max(1, math.ceil(target_rate / c - 1e-9))
+        replicas = even_split_replicas(c, target_rate)
         gpus = replicas * f["num_gpus"]
         key = (gpus, -c / f["num_gpus"], i)
         if best is None or key < best[0]:

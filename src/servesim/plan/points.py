@@ -4,9 +4,9 @@ A point is everything that differs between two rows of a sweep; everything else 
 options not swept) is the sweep's base and the same for every point. The order is the product's, with the request
 rate innermost, so a table reads as `vllm bench serve` is run by hand: one configuration at rising rates.
 
-Cluster layouts: a point's `layout` is the hook for `servesim.cluster` (replicas behind a router). Until that
-package exists every point is one replica of `tp` GPUs and `layout` stays None; `num_gpus` is where the count of
-GPUs is decided, so a layout only has to change that and what `plan.sweep.evaluate` simulates.
+Cluster layouts (`plan.layouts`): a point's `layout` (`4` replicas, `1P3D` prefill/decode) and `router` make it a
+cluster run (`servesim.cluster`); None for both is one engine, simulated as `servesim run` without the cluster
+options. A point has `replicas` x `tp` GPUs.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from dataclasses import dataclass, fields
 
 from servesim.engine.config import EngineConfig
 from servesim.errors import ConfigError
+from servesim.plan.layouts import layout_name, num_replicas, parse_routers
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,11 +32,12 @@ class Point:
     request_rate: float | None = None
     rate_scale: float | None = None
     knobs: tuple[tuple[str, object], ...] = ()  # EngineConfig fields, in the order the user named them
-    layout: str | None = None  # a cluster layout, once servesim.cluster exists (see the module's docstring)
+    layout: str | None = None  # a cluster layout: `4` (replicas) or `1P3D` (plan.layouts); None: one engine
+    router: str | None = None  # the cluster's router (servesim routers); None: the base's, else round-robin
 
     @property
     def replicas(self) -> int:
-        return 1
+        return num_replicas(self.layout)
 
     @property
     def num_gpus(self) -> int:
@@ -45,12 +47,16 @@ class Point:
         """A stable text identity (a checkpoint's rows are matched to points by it)."""
         knobs = ",".join(f"{k}={v!r}" for k, v in self.knobs)
         return (f"{self.policy}|{self.model}|{self.gpu}|{self.tp}|{self.request_rate!r}|{self.rate_scale!r}|"
-                f"{knobs}|{self.layout}")
+                f"{knobs}|{self.layout}" + ("" if self.router is None else f"|{self.router}"))
 
     def label(self) -> str:
         parts = [self.policy]
         parts += [f"{name} {v}" for name, v in (("model", self.model), ("gpu", self.gpu), ("tp", self.tp))
                   if v is not None]
+        if self.layout is not None:
+            parts.append(f"layout {self.layout}")
+        if self.router is not None:
+            parts.append(f"router {self.router}")
         parts += [f"{k}={v}" for k, v in self.knobs]
         if self.request_rate is not None:
             parts.append(f"{self.request_rate:g} req/s")
@@ -60,7 +66,7 @@ class Point:
 
     def config_only(self) -> Point:
         """The point without its offered load: what `capacity` searches a rate for."""
-        return Point(self.policy, self.model, self.gpu, self.tp, None, None, self.knobs, self.layout)
+        return Point(self.policy, self.model, self.gpu, self.tp, None, None, self.knobs, self.layout, self.router)
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,16 +80,20 @@ class Axes:
     request_rates: tuple[float, ...] = ()
     rate_scales: tuple[float, ...] = ()
     knobs: tuple[tuple[str, tuple[object, ...]], ...] = ()
+    layouts: tuple[str, ...] = ()  # `4`, `1P3D` (plan.layouts)
+    routers: tuple[str, ...] = ()
 
     def swept(self) -> list[str]:
         """The names of the axes with more than one value, in the product's order (the table's point columns)."""
-        named = [("model", self.models), ("gpu", self.gpus), ("tp", self.tps), ("policy", self.policies),
+        named = [("model", self.models), ("gpu", self.gpus), ("tp", self.tps), ("layout", self.layouts),
+                 ("router", self.routers), ("policy", self.policies),
                  *self.knobs, ("rate_scale", self.rate_scales), ("request_rate", self.request_rates)]
         return [n for n, v in named if len(v) > 1]
 
 
 def product(axes: Axes) -> list[Point]:
-    """Every point, model x gpu x tp x policy x knobs (in the order named) x rate scale x request rate."""
+    """Every point, model x gpu x tp x layout x router x policy x knobs (in the order named) x rate scale x
+    request rate."""
     if axes.request_rates and axes.rate_scales:
         raise ConfigError("--request-rate replaces the arrivals and --rate-scale scales a trace's: sweep one")
     if not axes.policies:
@@ -94,26 +104,18 @@ def product(axes: Axes) -> list[Point]:
         raise ConfigError(f"--set {dup}: given twice; give each knob once with all its values")
     opt = lambda values: values or (None,)  # noqa: E731
     points = []
-    for model, gpu, tp, policy, *rest in itertools.product(
-            opt(axes.models), opt(axes.gpus), opt(axes.tps), axes.policies, *(v for _, v in axes.knobs),
-            opt(axes.rate_scales), opt(axes.request_rates)):
+    for model, gpu, tp, layout, router, policy, *rest in itertools.product(
+            opt(axes.models), opt(axes.gpus), opt(axes.tps), opt(axes.layouts), opt(axes.routers), axes.policies,
+            *(v for _, v in axes.knobs), opt(axes.rate_scales), opt(axes.request_rates)):
         *knob_values, scale, rate = rest
-        points.append(Point(policy, model, gpu, tp, rate, scale, tuple(zip(names, knob_values))))
+        points.append(Point(policy, model, gpu, tp, rate, scale, tuple(zip(names, knob_values)), layout, router))
     return points
 
 
 def _value(text: str) -> object:
-    low = text.strip().lower()
-    if low in ("none", "null"):
-        return None
-    if low in ("true", "false"):
-        return low == "true"
-    for cast in (int, float):
-        try:
-            return cast(text)
-        except ValueError:
-            pass
-    return text.strip()
+    from servesim.analysis.compare import parse_value
+
+    return parse_value(text)
 
 
 def parse_set(spec: str) -> tuple[str, tuple[object, ...]]:
@@ -153,8 +155,11 @@ def parse_list(text: str | None, option: str, kind: type = str) -> tuple:
 def axes_from(policies: Sequence[str] | str = ("vllm",), models: Sequence[str] | str | None = None,
               gpus: Sequence[str] | str | None = None, tps: Sequence[int] | str | None = None,
               request_rates: Sequence[float] | str | None = None, rate_scales: Sequence[float] | str | None = None,
-              knobs: Sequence[str] | dict[str, Sequence[object]] | None = None) -> Axes:
-    """Axes from the command line's text (`"1,2,4"`, `["max_num_seqs=64,128"]`) or the API's lists and dict."""
+              knobs: Sequence[str] | dict[str, Sequence[object]] | None = None,
+              layouts: Sequence[str | int] | str | None = None, routers: Sequence[str] | str | None = None,
+              seed: int = 0) -> Axes:
+    """Axes from the command line's text (`"1,2,4"`, `["max_num_seqs=64,128"]`) or the API's lists and dict.
+    `layouts`: `4` or `1P3D` each (`plan.layouts`); `routers`: `servesim routers`' names."""
     def listed(value, option, kind):
         if value is None or isinstance(value, str):
             return parse_list(value, option, kind)
@@ -164,6 +169,9 @@ def axes_from(policies: Sequence[str] | str = ("vllm",), models: Sequence[str] |
         sets = tuple((parse_set(f"{k}=x")[0], tuple(v)) for k, v in knobs.items())
     else:
         sets = tuple(parse_set(s) for s in (knobs or ()))
+    lays = tuple(layout_name(v) for v in listed(layouts, "--layout", str))
+    if len(set(lays)) != len(lays):
+        raise ConfigError(f"layouts {list(layouts or ())}: a layout is given twice")
     return Axes(listed(policies, "--policies", str), listed(models, "--model", str), listed(gpus, "--gpu", str),
                 listed(tps, "--tensor-parallel-size", int), listed(request_rates, "--request-rate", float),
-                listed(rate_scales, "--rate-scale", float), sets)
+                listed(rate_scales, "--rate-scale", float), sets, lays, parse_routers(routers, seed))

@@ -3,7 +3,8 @@
 `evaluate` is what every executor runs: a top-level function of one picklable `Task`, so that a process pool or
 a Ray worker runs exactly what this process would. The base is a `servesim.cli.options.SimOptions` (the same
 object for the command line and the API): the point replaces its swept fields, and its `requests()`,
-`engine_config()` and `cost_model()` resolve the rest, as `servesim run` does.
+`engine_config()` and `cost_model()` resolve the rest, as `servesim run` does. A point with a cluster layout or a
+router runs `SimOptions.simulate_cluster`, as `servesim run --num-replicas N` does (`plan.layouts`).
 """
 
 from __future__ import annotations
@@ -19,11 +20,13 @@ from servesim.analysis.overload import detect_overload
 from servesim.engine import simulate
 from servesim.engine.result import SimResult
 from servesim.errors import ServesimError
+from servesim.plan.layouts import cluster_fields, is_cluster
 from servesim.plan.pareto import pareto_mask
 from servesim.plan.points import Point
 from servesim.plan.prices import DEFAULT_GPU_COST, cost_per_million_tokens
 
-POINT_COLUMNS = ("policy", "model", "gpu", "tp", "num_gpus", "request_rate", "rate_scale")
+POINT_COLUMNS = ("policy", "model", "gpu", "tp", "layout", "num_replicas", "router", "num_gpus", "request_rate",
+                 "rate_scale")
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +56,7 @@ def point_options(base: Any, point: Point) -> Any:
     """The base options with the point's swept fields in place."""
     swept = {k: getattr(point, k) for k in ("request_rate", "rate_scale", "model", "gpu", "tp")
              if getattr(point, k) is not None}
-    return replace(base, **swept)
+    return replace(base, **swept, **cluster_fields(point.layout, point.router))
 
 
 def requests_of(opts: Any) -> list:
@@ -67,14 +70,17 @@ def requests_of(opts: Any) -> list:
     return _REQUESTS[key]
 
 
-def simulate_point(base: Any, point: Point, record: str = "summary") -> tuple[SimResult, Any]:
-    """The point's simulation and its cost model. A user error names the point."""
+def simulate_point(base: Any, point: Point, record: str = "summary") -> tuple[Any, Any]:
+    """The point's simulation (a `SimResult`, or a `ClusterResult` for a cluster) and its cost model. A user
+    error names the point."""
     try:
         opts = point_options(base, point)
         cost = opts.cost_model()
         config = opts.engine_config(point.policy)
         if point.knobs:
             config = replace(config, **dict(point.knobs))
+        if opts.is_cluster():
+            return opts.simulate_cluster(requests_of(opts), config, point.policy, cost, record), cost
         return simulate(requests_of(opts), config, point.policy, cost, record=record), cost
     except ServesimError as exc:
         raise type(exc)(f"{point.label()}: {exc}") from None
@@ -85,16 +91,20 @@ def evaluate(task: Task) -> dict[str, Any]:
     return measure(task.point, result, cost, task.measure)
 
 
-def measure(point: Point, result: SimResult, cost: Any, how: Measure) -> dict[str, Any]:
+def measure(point: Point, result: SimResult | Any, cost: Any, how: Measure) -> dict[str, Any]:
     """The row: the point, every `vllm bench serve` metric (its JSON keys), SLO attainment, the overload verdict,
-    throughput per GPU and the cost per million output tokens."""
-    m = benchmark_metrics(result, how.percentiles, how.goodput)
+    throughput per GPU and the cost per million output tokens. A cluster's: over all its requests."""
+    cluster = is_cluster(result)
+    m = (result.benchmark(how.percentiles, how.goodput) if cluster
+         else benchmark_metrics(result, how.percentiles, how.goodput))
     gpu = getattr(getattr(cost, "gpu", None), "name", None)
     model = getattr(getattr(cost, "model", None), "name", None)
     tp = getattr(cost, "tp", None)
     num_gpus = point.replicas * (tp or 1)
     row: dict[str, Any] = {"policy": point.policy, "model": model or point.model, "gpu": gpu or point.gpu,
-                           "tp": tp, "num_gpus": num_gpus, "request_rate": point.request_rate,
+                           "tp": tp, "layout": point.layout, "num_replicas": point.replicas,
+                           "router": result.router if cluster else None, "num_gpus": num_gpus,
+                           "request_rate": point.request_rate,
                            "rate_scale": point.rate_scale}
     for knob, value in point.knobs:
         row[knob if knob not in row else f"engine_{knob}"] = value
@@ -102,7 +112,8 @@ def measure(point: Point, result: SimResult, cost: Any, how: Measure) -> dict[st
     total = m.completed + m.failed
     good = round(m.request_goodput * m.duration) if m.request_goodput is not None else None
     row["slo_attainment"] = None if good is None else (100.0 * good / total if total else 0.0)
-    row["overloaded"] = detect_overload(result).overloaded
+    row["overloaded"] = (any(detect_overload(r).overloaded for r in result.replicas) if cluster
+                         else detect_overload(result).overloaded)
     row["output_throughput_per_gpu"] = m.output_throughput / num_gpus
     price = how.gpu_cost.get(gpu) if gpu is not None else None
     row["usd_per_gpu_hour"] = price
