@@ -155,3 +155,15 @@ def test_bad_input_is_one_line():
         simulate_cluster([Request("a", 0.0, 1, 1)], num_replicas=0)
     with pytest.raises(ConfigError, match="prefill and decode pools only"):
         simulate_cluster([Request("a", 0.0, 1, 1)], [Pool(1), Pool(1, role="decode")])
+
+
+def test_a_replica_in_the_middle_of_a_step_reports_its_requests_as_running():
+    # toy cost: 100-token prompts with one output token are one 10 ms step each, arriving every 4 ms. At 4 ms
+    # replica 0 is still running r0 (0-10 ms), so least-loaded sends r1 to replica 1, r2 (8 ms) to replica 2; at
+    # 12 ms replica 0 is free again (ties go to the lowest index): the three take turns and nobody waits, TTFT 10 ms.
+    # (Reporting the state after the step in flight, r0 already done, sent r1 to replica 0 behind it.)
+    reqs = [Request(f"r{i}", i * 0.004, 100, 1) for i in range(30)]
+    c = simulate_cluster(reqs, num_replicas=6, router="least-loaded")
+    assert c.placement == (0, 1, 2) * 10
+    assert [r.ttft for r in c.cluster.requests] == pytest.approx([0.010] * 30)
+    assert c.routes_of("r1")[0].states[0].running == 1

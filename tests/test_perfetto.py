@@ -17,7 +17,7 @@ from test_properties import SETTINGS, scenarios
 from servesim.analysis.metrics import prompt_tokens_processed
 from servesim.engine import simulate
 from servesim.engine.config import EngineConfig
-from servesim.export.perfetto import trace_events
+from servesim.export.perfetto import cluster_trace_events, trace_events
 from servesim.workloads import load_workload
 
 US_PER_MS = 1000.0
@@ -199,3 +199,34 @@ def test_kv_counter_shows_cached_blocks_under_prefix_caching():
     plain = [e["args"] for e in trace_events(seed("vllm", max_num_batched_tokens=256, num_gpu_blocks=200))[0][
         "traceEvents"] if e.get("name") == "KV blocks"]
     assert all("cached" not in a for a in plain)
+
+
+def test_a_cluster_is_a_process_per_replica_and_one_for_the_kv_links():
+    # the round-robin test's cluster (tests/test_cluster.py): r0, r2 on replica 0, r1, r3 on replica 1; and the P/D
+    # test's transfer of a's KV, 10-16 ms on the prefill replica's link
+    from servesim import Request
+    from servesim.cluster import Pool, simulate_cluster
+
+    reqs = [Request(f"r{i}", 0.0, 10 * (i + 1), 2) for i in range(4)]
+    trace, _ = cluster_trace_events(simulate_cluster(reqs, num_replicas=2, router="round-robin"))
+    check_format(trace)
+    procs = {e["pid"]: e["args"]["name"] for e in trace["traceEvents"] if e["name"] == "process_name"}
+    assert procs == {1: "replica-0: vllm (toy cost)", 2: "replica-1: vllm (toy cost)"}
+    tracks = {(e["pid"], e["args"]["name"]) for e in trace["traceEvents"] if e["name"] == "thread_name"}
+    assert {(1, "r0"), (1, "r2"), (2, "r1"), (2, "r3")} <= tracks
+    cfg = EngineConfig(num_gpu_blocks=100)
+    pd = simulate_cluster([Request("a", 0.0, 100, 4)], [Pool(1, cfg, role="prefill"), Pool(1, cfg, role="decode")],
+                          kv_transfer_bandwidth=100 * 131072 / 0.005, kv_transfer_latency=0.001)
+    trace, _ = cluster_trace_events(pd)
+    check_format(trace)
+    (kv,) = [e for e in trace["traceEvents"] if e.get("cat") == "kv_transfer"]
+    assert (kv["pid"], kv["ts"], kv["dur"], kv["args"]["to"]) == (3, 10_000, 6_000, "decode-1")
+
+
+def test_cli_export_perfetto_on_a_cluster(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "c.json"
+    code, _, err = cli(monkeypatch, capsys, "export", "perfetto", "--workload", "seed", "--num-replicas", "2",
+                       "-o", str(out))
+    assert code == 0, err
+    names = [e["args"]["name"] for e in json.loads(out.read_text())["traceEvents"] if e["name"] == "process_name"]
+    assert names[0].startswith("replica-0") and names[1].startswith("replica-1")

@@ -213,3 +213,15 @@ def test_kv_panel_shows_cached_free_blocks_under_prefix_caching():
     names = [t.name for t in timeline_figure(run_view("vllm", r)).data]
     assert "KV blocks free, cached (prefix)" in names
     assert step_panel(seed("vllm")).kv_cached is None  # no prefix cache: no such line
+
+
+def test_cli_report_on_a_cluster_has_a_section_per_replica(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "c.html"
+    code, stdout, err = cli(monkeypatch, capsys, "report", "--workload", "seed", "--num-replicas", "2", "-o", str(out))
+    assert code == 0, err
+    text = out.read_text()
+    assert "replica-0" in text and "replica-1" in text
+    assert "a cluster of 2 replicas behind the round-robin router: one section per replica" in err + stdout
+    code, _, err = cli(monkeypatch, capsys, "report", "--workload", "seed", "--num-replicas", "2",
+                       "--policies", "vllm,static", "-o", str(out))
+    assert code == 2 and "a cluster's report lays its replicas side by side" in err

@@ -101,9 +101,11 @@ def compare_rows(results: dict[str, SimResult]) -> list[tuple[str, list[str]]]:
         row(f"Mean {short} (ms)", lambda k, r, m=metric: ms2(bms[k][m].mean))
         row(f"P99 {short} (ms)", lambda k, r, m=metric: ms2(bms[k][m].percentile(99.0)))
     row("Worst gap between tokens (ms)", lambda k, r: ms2(g.seconds * 1000) if (g := worst_gap(r)) else "-")
+    # the first run's longest prompt, in each run that served it (a cluster's replicas serve different requests)
+    has = {k: lp in r.timelines.ids for k, r in results.items()}
     row(f"TTFT of {lp}, longest prompt (ms)",
-        lambda k, r: "-" if r.request(lp).ttft is None else ms2(r.request(lp).ttft * 1000))
-    row(f"Prefill chunks of {lp}", lambda k, r: str(len(prefill_chunks(r, lp))))
+        lambda k, r: "-" if not has[k] or r.request(lp).ttft is None else ms2(r.request(lp).ttft * 1000))
+    row(f"Prefill chunks of {lp}", lambda k, r: str(len(prefill_chunks(r, lp))) if has[k] else "-")
     row("Request throughput (req/s)", lambda k, r: ms2(bms[k].request_throughput))
     row("Output token throughput (tok/s)", lambda k, r: ms2(bms[k].output_throughput))
     row("Prompt tokens processed", lambda k, r: str(prompt_tokens_processed(r)))

@@ -40,10 +40,14 @@ def perfetto_cmd(
     check_output_file(output, "--output")
     cfg, cm = opts.engine_config(policy), opts.cost_model()
     reqs = opts.requests()
-    with SimProgress() as progress:
-        result = simulate(reqs, cfg, policy, cm, record="full", progress=progress)
+    if opts.is_cluster():  # a process per replica
+        result = opts.simulate_cluster(reqs, cfg, policy, cm, "full")
+        rejected_note(result.cluster)
+    else:
+        with SimProgress() as progress:
+            result = simulate(reqs, cfg, policy, cm, record="full", progress=progress)
+        rejected_note(result)
     note(opts.lesson_note(policy))
-    rejected_note(result)
     summary = write_perfetto(output, result, max_events or None)
     note(summary.note())
     print(f"wrote {output} ({summary.events:,} events; open it in ui.perfetto.dev)")
@@ -83,13 +87,23 @@ def report(
         require_matplotlib()
     cfg, cm = opts.engine_config(policy), opts.cost_model()
     reqs = opts.requests()
-    with SimProgress() as progress:
-        runs, notes = report_runs(reqs, cfg, cm, policy, policies, set_, progress)
+    if opts.is_cluster():  # a section per replica, on the cluster's one time axis
+        if policies is not None or set_ is not None:
+            raise ConfigError("--policies/--set lay several runs side by side; a cluster's report lays its replicas "
+                              "side by side: give one or the other")
+        c = opts.simulate_cluster(reqs, cfg, policy, cm, "full")
+        notes = [f"a cluster of {len(c.replicas)} replicas behind the {c.router} router: one section per replica"]
+        results = list(zip(c.names, c.replicas))
+        rejected_note(c.cluster)
+    else:
+        with SimProgress() as progress:
+            runs, notes = report_runs(reqs, cfg, cm, policy, policies, set_, progress)
+        results = [(r.label, r.result) for r in runs]
+        rejected_note(max((r.result for r in runs), key=lambda r: len(r.rejected)))
     note(opts.lesson_note(policy))
     for n in notes:
         note(n)
-    rejected_note(max((r.result for r in runs), key=lambda r: len(r.rejected)))
-    views = [run_view(r.label, r.result) for r in runs]
+    views = [run_view(label, r) for label, r in results]
     meta = (f"servesim {__version__} · workload {opts.workload} ({len(reqs):,} requests) · {cm.name} cost · "
             f"simulated time; built offline")
     size = write_report(output, views, f"servesim report: {opts.workload}", meta, notes)

@@ -58,9 +58,10 @@ class Replica(Engine):
     """An `Engine` that starts empty and is given its requests (`inject`); its next event is never past its
     `horizon`, the cluster's next event, so its fast path's stretches stop there."""
 
-    __slots__ = ("horizon", "index", "role", "releases")
+    __slots__ = ("horizon", "index", "role", "releases", "done_mark")
 
     def add_arrivals(self) -> None:
+        self.done_mark = self.n_done  # finishes since: those of the iteration about to run (its last step's)
         Engine.add_arrivals(self)
         h = self.horizon
         if h < math.inf and (self.next_arrival is None or h < self.next_arrival):
@@ -77,10 +78,18 @@ class Replica(Engine):
             return self.now
         return max(self.now, self.pending[0][0]) if self.pending else math.inf
 
-    def report(self) -> ReplicaState:
+    def report(self, t: float | None = None) -> ReplicaState:
+        """What it reports at `t`. The replica has run every step that starts before `t`; when the last one is
+        still in flight at `t` (it ends after), its requests are still running and hold their blocks: the
+        requests it finishes count as running, and KV use is that step's, after its schedule."""
         usable, free = self.kv.usable_blocks, self.kv.free_blocks
+        running = len(self.running)
+        if t is not None and self.now > t and len(self.log):
+            running += self.n_done - getattr(self, "done_mark", self.n_done)
+            if free is not None:
+                free = self.log.last_free_after_schedule()
         use = 0.0 if usable is None else 1.0 - free / usable
-        return ReplicaState(self.num_waiting() + len(self.pending), len(self.running), use)
+        return ReplicaState(self.num_waiting() + len(self.pending), running, use)
 
     def prefix_share(self, s: RequestState) -> float:
         kv = self.kv
@@ -217,7 +226,7 @@ class Cluster:
                 give_back(r, b)
         if self.delay:
             for r in self.replicas:
-                self.reports[r.index].append((b, r.report()))
+                self.reports[r.index].append((b, r.report(b)))
         for _, i in sorted(due):
             self.route(requests[i], b)
 
@@ -225,7 +234,7 @@ class Cluster:
         """Replica j's state as the router sees it at `t`: now (the requests just sent to it included), or with a
         delay its report at the last routing `delay` or more ago."""
         if not self.delay:
-            return self.replicas[j].report()
+            return self.replicas[j].report(t)
         history = self.reports[j]
         cutoff = t - self.delay
         while len(history) > 1 and history[1][0] <= cutoff:

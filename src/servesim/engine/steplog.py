@@ -145,6 +145,14 @@ class StepLog:
         self._free.extend(free_blocks)
         self._runs.extend((len(durations), n, n, 0, n, n, waiting, 0, running_last))
 
+    def __len__(self) -> int:
+        return len(self._end)
+
+    def last_free_after_schedule(self) -> int | None:
+        """The free KV blocks after the last step's schedule (None with unlimited KV)."""
+        v = self._free[-1]
+        return None if v < 0 else v
+
     def freeze(self, usable_blocks: int | None) -> StepArrays:
         def view(a: array, dtype) -> np.ndarray:
             return np.frombuffer(a, dtype=dtype) if len(a) else np.zeros(0, dtype)

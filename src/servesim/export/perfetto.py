@@ -205,8 +205,47 @@ def trace_events(result: SimResult, max_events: int | None = MAX_EVENTS) -> tupl
     return {"traceEvents": events, "displayTimeUnit": "ms", "otherData": other}, summary
 
 
-def write_perfetto(path: Path, result: SimResult, max_events: int | None = MAX_EVENTS) -> TraceSummary:
-    trace, summary = trace_events(result, max_events)
+def cluster_trace_events(cluster, max_events: int | None = MAX_EVENTS) -> tuple[dict, TraceSummary]:
+    """A cluster (`servesim.cluster.ClusterResult`) as one trace: a process per replica (its steps, counters and
+    the requests it served, as `trace_events` draws one engine), the cap shared out among them; under P/D a
+    process for the KV links, each transfer a slice on its prefill replica's link."""
+    n = len(cluster.replicas)
+    share = None if max_events is None else max(100, max_events // n)
+    events: list[dict] = []
+    parts: list[TraceSummary] = []
+    for pid, (name, r) in enumerate(zip(cluster.names, cluster.replicas), start=1):
+        trace, summary = trace_events(r, share)
+        for e in trace["traceEvents"]:
+            e["pid"] = pid
+            if e["ph"] == "M" and e["name"] == "process_name":
+                e["args"] = {"name": f"{name}: {r.policy} ({r.cost_model} cost)"}
+        events += trace["traceEvents"]
+        events.append(_meta("process_sort_index", 0, {"sort_index": pid}) | {"pid": pid})
+        parts.append(summary)
+    if cluster.transfers:
+        pid = n + 1
+        events.append(_meta("process_name", 0, {"name": "KV transfers"}) | {"pid": pid})
+        links = sorted({t.prefill for t in cluster.transfers})
+        for t in links:
+            events.append(_meta("thread_name", t + 1, {"name": f"link of {cluster.names[t]}"}) | {"pid": pid})
+        for t in cluster.transfers:
+            events.append(_slice(t.prefill + 1, t.request_id, t.start, t.end, "kv_transfer", {
+                "bytes": t.num_bytes, "to": cluster.names[t.decode],
+                "queued_us": round((t.start - t.ready) * 1e6, 3)}) | {"pid": pid})
+    summary = TraceSummary(len(events), sum(p.steps for p in parts), sum(p.step_groups for p in parts),
+                           sum(p.requests for p in parts), sum(p.requests_kept for p in parts))
+    other = {"generator": "servesim", "router": cluster.router, "replicas": list(cluster.names),
+             "time_unit": "microseconds of simulated time", "kv_transfers": len(cluster.transfers),
+             "aggregated": summary.note() or "nothing"}
+    return {"traceEvents": events, "displayTimeUnit": "ms", "otherData": other}, summary
+
+
+def write_perfetto(path: Path, result, max_events: int | None = MAX_EVENTS) -> TraceSummary:
+    """Write `result` (one engine's `SimResult`, or a `ClusterResult`), renamed into place when complete."""
+    if hasattr(result, "replicas"):
+        trace, summary = cluster_trace_events(result, max_events)
+    else:
+        trace, summary = trace_events(result, max_events)
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "w") as f:
         json.dump(trace, f, separators=(",", ":"))

@@ -140,7 +140,8 @@ def sentences(views: Sequence[RunView]) -> list[tuple[str, list[str]]]:
     for v in views:
         r = _readable(v)
         out.append((v.label, explain_run(r) if v.exact else [policy_sentence(r), detect_overload(r).sentence()]))
-    if len(views) > 1:
+    same = len({tuple(v.result.timelines.ids) for v in views}) == 1  # one workload each (not a cluster's replicas)
+    if len(views) > 1 and same:
         out.append(("side by side", compare_sentences({v.label: _readable(v) for v in views})))
     return out
 
