@@ -52,7 +52,7 @@ def test_unknown_gpu_is_one_line_exit_2_with_the_valid_names(monkeypatch, capsys
     (["--decode-ms", "2", "--gpu", "a100"], "--decode-ms is an option of the toy cost and --gpu of the roofline"),
     (["--dtype", "float32"], "--dtype float32: servesim models 16-bit weights"),
     (["--block-size", "12"], "--block-size 12: vLLM allows 1, 8, 16, 32, 64, 128"),
-    (["--max-concurrency", "4"], "--max-concurrency: servesim's client is open-loop"),
+    (["--max-concurrency", "0"], "max_concurrency must be"),
     (["--set-nothing"], "No such option"),
 ])
 def test_conflicting_or_unmodelled_options_are_refused(monkeypatch, capsys, args, text):

@@ -114,7 +114,7 @@ def run_cmd(
     over = detect_overload(result, warmup, cooldown)
     if over.overloaded:
         print(over.sentence())
-    print(format_result(m, names, request_rate=opts.request_rate))
+    print(format_result(m, names, request_rate=opts.request_rate, max_concurrency=opts.max_concurrency))
     if server:
         print(format_server(server_metrics(result, ps)))
     if server and result.prefix_cache is not None:

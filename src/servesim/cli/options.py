@@ -95,7 +95,8 @@ class SimOptions:
     think_time: Annotated[float | None, _opt("--think-time", help="...: seconds from an answer's last token to "
                                              "the next turn (closed loop; default 0).")] = None
     max_concurrency: Annotated[int | None, _opt("--max-concurrency", help="vllm bench serve's cap on requests in "
-                                                "flight (not modelled yet: refused).")] = None
+                                                "flight: the others wait at the client (first come, first "
+                                                "served); TTFT counts from when one is sent.")] = None
     window: WindowOpt = None
     rate_scale: RateScaleOpt = None
     seed: SeedOpt = 0
@@ -290,9 +291,6 @@ class SimOptions:
         if turns:
             raise ConfigError(f"{turns[0]} shapes --workload multi-turn; add --workload multi-turn (a trace's "
                               "sessions come from its session id column)")
-        if self.max_concurrency is not None:
-            raise ConfigError("--max-concurrency: servesim's client is open-loop (every request is sent at its "
-                              "arrival time); a cap on requests in flight is not modelled yet")
         prompt, output, num = self.prompt_len, self.output_len, self.num_requests
         if self.dataset_name == "prefix_repetition":
             if prompt is not None or output is not None or self.random_input_len or self.random_output_len:
@@ -345,6 +343,7 @@ class SimOptions:
             "policy": self.scheduling_policy, "async_scheduling": self.async_scheduling or False,
             "preemption_mode": self.preemption_mode, "swap_space": self.swap_space,
             "kv_bytes_per_token": self.kv_bytes_per_token, "pcie_bandwidth": self.pcie_bandwidth,
+            "max_concurrency": self.max_concurrency,
         }
         lesson = lesson_settings(self.workload_name(), policy_class(policy).chunked)
         sglang = self.sglang_config("sglang" if sglang_too else policy)

@@ -57,6 +57,9 @@ def simulate_cluster(
         raise ConfigError(f"--router-delay-ms: got {router_delay!r} s; expected a finite number >= 0")
     roles = {p.role for p in pools}
     for p in pools:
+        if p.config is not None and p.config.max_concurrency is not None:
+            raise ConfigError("--max-concurrency with a cluster: the client's cap spans the replicas, which is not "
+                              "modelled yet; drop one of them")
         if p.role not in ROLES:
             raise ConfigError(f"pool role {p.role!r}: expected one of {', '.join(ROLES)}")
         if isinstance(p.count, bool) or not isinstance(p.count, int) or p.count < 1:

@@ -8,7 +8,7 @@ Read from the file (vLLM 0.33's keys; servesim's own result file is a superset):
   the simulation and of the comparison.
 - `request_rate` (a number or "inf") and `burstiness` (default 1): the arrival process, overridden by the
   command line's; a finite rate with neither is refused.
-- `max_concurrency`: must be null (servesim's client is open-loop); a capped run is refused, not approximated.
+- `max_concurrency`: must be null; a capped run is refused, not approximated (the replay does not cap yet).
 
 Assumed: vLLM's file holds no send time per request, so the arrivals are drawn again with `vllm bench serve`'s
 process (`servesim.workloads.synthetic.arrival_times`) from the given seed. With rate inf (all at once) or
@@ -82,8 +82,8 @@ def read_vllm_result(path: str | Path, request_rate: float | None = None,
             raise ConfigError(f"{path}: {key}: {len(value)} entries, input_lens has {n}; expected one per request")
         n = len(value)
     if data.get("max_concurrency") is not None:
-        raise ConfigError(f"{path}: max_concurrency: {show(data['max_concurrency'])}; servesim's client is "
-                          "open-loop, expected a run without --max-concurrency (null)")
+        raise ConfigError(f"{path}: max_concurrency: {show(data['max_concurrency'])}; calibrating from a capped "
+                          "run is not supported yet, expected a run without --max-concurrency (null)")
     errors = data.get("errors") or [""] * n
     keep = [i for i in range(n) if not errors[i]]
     if not keep:

@@ -40,12 +40,16 @@ class EngineConfig:
     # vLLM v1's default: on. It acts on requests that carry `hash_ids` with a bounded KV pool (they run step by
     # step for now); without block identities nothing can hit, and it changes nothing
     enable_prefix_caching: bool = True
+    # the benchmark client's cap on requests in flight (`vllm bench serve --max-concurrency`; not an engine knob,
+    # kept here so every command and --set take it): a request is sent at its arrival time or, with C in flight,
+    # when one finishes (first come, first served); None = open loop
+    max_concurrency: int | None = None
     # policy sglang: SGLang's own server arguments (`servesim.engine.sglang_config`); None = SGLang's defaults there
     sglang: SGLangConfig | None = None
 
     def __post_init__(self) -> None:
         _positive("block_size", self.block_size)
-        for name in ("max_num_batched_tokens", "max_num_seqs", "max_model_len", "num_gpu_blocks"):
+        for name in ("max_num_batched_tokens", "max_num_seqs", "max_model_len", "num_gpu_blocks", "max_concurrency"):
             if getattr(self, name) is not None:
                 _positive(name, getattr(self, name))
         if self.num_gpu_blocks is not None and self.num_gpu_blocks < 2:

@@ -9,6 +9,7 @@ finishes it. When nothing can run, the clock jumps to the next arrival. No rando
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from heapq import heappop, heappush
@@ -72,7 +73,7 @@ class Engine:
                  "log", "fast", "states", "rejected", "arriving", "arrival_times", "nxt", "next_arrival", "now",
                  "step", "n_done", "arrivals",
                  "release", "preemptions", "swap_seconds_per_block", "check_invariants", "_sink", "followers",
-                 "pending", "num_served", "until")
+                 "pending", "num_served", "until", "max_concurrency", "in_flight", "backlog", "passed")
 
     def __init__(self, requests: Sequence[Request], cfg: EngineConfig, policy: str, cost: CostModel, record: str,
                  sink: Callable[[StepRecord], None] | None, max_records: int | None, fast: bool,
@@ -111,7 +112,13 @@ class Engine:
         self.pending: list[tuple[float, int, RequestState]] = []  # followers released, by arrival (a heap)
         if any(r.after is not None for r in requests):
             self.followers = followers(requests, self.states, rejected)
-            self.sched.on_finish = self.release_followers
+            self.sched.on_finish = self.finished
+        # vllm bench serve's --max-concurrency: at most C requests in flight; the others wait at the client
+        self.max_concurrency, self.in_flight = cfg.max_concurrency, 0
+        self.backlog: deque[RequestState] = deque()  # arrived, not yet sent (first come, first served)
+        self.passed: set[int] = set()  # sent from the backlog: their slot is taken
+        if self.max_concurrency is not None:
+            self.sched.on_finish = self.finished
         self.rejected = tuple(requests[i].request_id for i in sorted(rejected))
         self.num_served = len(requests) - len(rejected)
         self.arriving = [s for s in self.states if s.index not in rejected and s.request.after is None]
@@ -170,7 +177,7 @@ class Engine:
         """Every request with `arrival_time <= now` joins the waiting queue (followers released by their previous
         turn's last token among them, in (arrival, workload) order)."""
         nxt, times, now = self.nxt, self.arrival_times, self.now
-        if self.pending and self.pending[0][0] <= now:
+        if (self.pending and self.pending[0][0] <= now) or self.max_concurrency is not None:
             self._add_with_followers()
             return
         while times[nxt] is not None and times[nxt] <= now:
@@ -190,7 +197,13 @@ class Engine:
             nxt += 1
         while pending and pending[0][0] <= now:
             come.append(heappop(pending))
+        cap = self.max_concurrency
         for _, _, s in sorted(come, key=lambda c: c[:2]):
+            if cap is not None and s.index not in self.passed:
+                if self.in_flight >= cap:
+                    self.backlog.append(s)
+                    continue
+                self.in_flight += 1
             self.sched.add_request(s)
             if self.keep_records:
                 self.arrivals.append(s.request_id)
@@ -206,6 +219,24 @@ class Engine:
         heappush(self.pending, (s.request.arrival_time, s.index, s))
         if self.next_arrival is None or s.request.arrival_time < self.next_arrival:
             self.next_arrival = s.request.arrival_time
+
+    def finished(self, s: RequestState) -> None:
+        """The scheduler's hook when a request is done: its followers' turns, and under a concurrency cap its
+        slot, which the first request waiting at the client takes, sent at `s`'s last token."""
+        if self.followers:
+            self.release_followers(s)
+        if self.max_concurrency is None:
+            return
+        self.in_flight -= 1
+        if self.backlog:
+            f = self.backlog.popleft()
+            t = max(f.request.arrival_time, s.finish_time)
+            f.request = replace(f.request, arrival_time=t)
+            self.passed.add(f.index)
+            self.in_flight += 1
+            heappush(self.pending, (t, f.index, f))
+            if self.next_arrival is None or t < self.next_arrival:
+                self.next_arrival = t
 
     def release_followers(self, s: RequestState) -> None:
         """`s` is done: the turns sent after it arrive `think_time` after its last token (not before their own

@@ -49,7 +49,7 @@ def result_file(result: SimResult, m: BenchmarkMetrics, metrics: tuple[str, ...]
         "date": _date(), "endpoint_type": BACKEND, "backend": BACKEND, "label": None, "model_id": model_id(cost),
         "tokenizer_id": model_id(cost), "num_prompts": len(result.requests), "request_rate": rate,
         "burstiness": burstiness if rate is not None else None,
-        "max_concurrency": None,  # servesim's client is open-loop: no cap
+        "max_concurrency": result.config.max_concurrency,  # the client's cap (None: open loop)
     }
     data |= to_json(m, metrics)
     if detailed:

@@ -1,0 +1,66 @@
+"""`vllm bench serve --max-concurrency C`: at most C requests in flight; the others wait at the client, first come
+first served, and are sent when one finishes (their TTFT counts from then, as vLLM's client measures it).
+
+Unit step clock: every step lasts 1 s."""
+
+import json
+
+import pytest
+from helpers import cli
+from hypothesis import given, settings
+from test_properties import scenarios
+
+from servesim import EngineConfig, Request, simulate
+from servesim.errors import ConfigError
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_two_at_a_time(fast):
+    # four 10-token prompts with 3 outputs at 0 s, C = 2: r0 and r1 prefill in step 0 (first tokens at 1 s) and
+    # decode twice: done at 3 s. r2 and r3 are sent then: first tokens at 4 s, done at 6 s.
+    reqs = [Request(f"r{i}", 0.0, 10, 3) for i in range(4)]
+    r = simulate(reqs, EngineConfig(max_num_batched_tokens=256, max_num_seqs=8, max_concurrency=2), "vllm", "unit",
+                 fast=fast)
+    assert [(t.arrival_time, t.first_token_time, t.finish_time) for t in r.requests] == [
+        (0.0, 1.0, 3.0), (0.0, 1.0, 3.0), (3.0, 4.0, 6.0), (3.0, 4.0, 6.0)]
+    assert [t.ttft for t in r.requests] == [1.0] * 4
+
+
+def test_a_late_arrival_is_sent_at_its_own_time():
+    # C = 1: r1 arrives at 10 s, long after r0 (done at 3 s) freed the slot
+    reqs = [Request("r0", 0.0, 10, 3), Request("r1", 10.0, 10, 3)]
+    r = simulate(reqs, EngineConfig(max_num_batched_tokens=256, max_concurrency=1), "vllm", "unit")
+    assert [t.arrival_time for t in r.requests] == [0.0, 10.0]
+
+
+@settings(max_examples=80, deadline=None)
+@given(scenarios())
+def test_never_more_in_flight_than_the_cap_and_fast_is_step_by_step(scenario):
+    requests, config, policy = scenario
+    cap = 2
+    cfg = EngineConfig(**{**{f: getattr(config, f) for f in EngineConfig.field_names()}, "max_concurrency": cap})
+    slow = simulate(requests, cfg, policy, "unit", fast=False, check_invariants=True)
+    fast = simulate(requests, cfg, policy, "unit", fast=True)
+    assert [(t.id, t.arrival_time, t.token_times) for t in fast.requests] == [
+        (t.id, t.arrival_time, t.token_times) for t in slow.requests]
+    # in flight: sent (arrival_time) and not yet done (finish_time); every request finishes
+    events = sorted([(t.arrival_time, 1) for t in slow.requests] + [(t.finish_time, -1) for t in slow.requests],
+                    key=lambda e: (e[0], e[1]))  # a slot freed at t is taken at t
+    level = 0
+    for _, d in events:
+        level += d
+        assert level <= cap
+    assert all(t.finish_time is not None for t in slow.requests)
+
+
+def test_cli_and_result_file(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "r.json"
+    code, stdout, err = cli(monkeypatch, capsys, "run", "--workload", "azure-conv-sample", "--max-concurrency", "8",
+                            "--json", str(out))
+    assert code == 0, err
+    assert "Maximum request concurrency:             8" in stdout
+    assert json.loads(out.read_text())["max_concurrency"] == 8
+    with pytest.raises(ConfigError, match="--max-concurrency with a cluster"):
+        from servesim.cluster import simulate_cluster
+
+        simulate_cluster([Request("a", 0.0, 10, 2)], num_replicas=2, config=EngineConfig(max_concurrency=1))
