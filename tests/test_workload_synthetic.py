@@ -144,3 +144,16 @@ def test_a_tables_requests_equal_the_checked_constructor():
     assert [type(r.prompt_len) for r in got] == [int] * 3  # plain Python values, as Request() would hold
     with pytest.raises(ValueError, match="finite number of seconds"):
         RequestTable.from_columns([0.0, float("inf")], [1, 1], [1, 1]).to_requests()
+
+
+def test_the_engine_drives_a_closed_loop():
+    # the loop above through the real engine (unit step clock, 1 s a step): both users' 10-token prompts prefill in
+    # step 0 and decode 4 more tokens: done at 5 s; after 0.5 s of thinking requests 2 and 3 go at 5.5 s, done at
+    # 10.5 s; request 4 at 11 s
+    from servesim import simulate
+
+    table = RequestTable.from_columns([0] * 5, [10] * 5, [5] * 5)
+    loop = ClosedLoop(num_users=2, think_time=0.5, requests=table)
+    r = simulate(loop.to_requests(), loop.config(), "vllm", "unit")
+    assert [(t.id, t.arrival_time) for t in r.requests] == [("0", 0.0), ("1", 0.0), ("2", 5.5), ("3", 5.5),
+                                                            ("4", 11.0)]

@@ -222,7 +222,8 @@ class Engine:
 
     def finished(self, s: RequestState) -> None:
         """The scheduler's hook when a request is done: its followers' turns, and under a concurrency cap its
-        slot, which the first request waiting at the client takes, sent at `s`'s last token."""
+        slot, which the first request waiting at the client takes, sent at `s`'s last token (plus that request's
+        think time, for a closed loop of users)."""
         if self.followers:
             self.release_followers(s)
         if self.max_concurrency is None:
@@ -230,7 +231,9 @@ class Engine:
         self.in_flight -= 1
         if self.backlog:
             f = self.backlog.popleft()
-            t = max(f.request.arrival_time, s.finish_time)
+            # a closed loop's user thinks before sending it (`workloads.ClosedLoop`; a follower thought already)
+            think = f.request.think_time if f.request.after is None else 0.0
+            t = max(f.request.arrival_time, s.finish_time + think)
             f.request = replace(f.request, arrival_time=t)
             self.passed.add(f.index)
             self.in_flight += 1

@@ -168,6 +168,23 @@ class ClosedLoop:
         """The request sent after one finishes at `finish_time`, when `num_sent` have gone out so far."""
         return self._request(num_sent, finish_time + self.think_time) if num_sent < len(self) else None
 
+    def to_requests(self) -> list[Request]:
+        """The requests for the engine, in sending order: all arrive at 0 and, from the (N+1)-th on, carry the
+        think time. Simulate them with `config(...)`'s cap of N in flight: the engine sends the next unsent one
+        `think_time` after any finishes, which is this loop (`servesim.engine.loop`, `max_concurrency`)."""
+        from dataclasses import replace
+
+        return [replace(self._request(i, 0.0), think_time=self.think_time if i >= self.num_users else 0.0)
+                for i in range(len(self))]
+
+    def config(self, config=None):
+        """`config` (an `EngineConfig`, default one) with the loop's N users as the cap on requests in flight."""
+        from dataclasses import replace
+
+        from servesim.engine.config import EngineConfig
+
+        return replace(config or EngineConfig(), max_concurrency=self.num_users)
+
     def _request(self, i: int, t: float) -> Request:
         r = self.requests
         prio = int(r.priority[i]) if r.priority is not None else 0
