@@ -213,3 +213,22 @@ def test_sglang_fast_path_is_step_by_step(case, record):
     for f in ("num_scheduled", "num_tokens", "prefill_tokens", "num_decodes", "free_blocks_after_schedule",
               "num_running_after", "num_waiting_after", "num_preempted"):
         assert np.array_equal(getattr(a, f), getattr(b, f)), f
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from([0.0, -0.0, 0.1, 1.0, 0.3, 1e-3]), st.sampled_from([0.0, -0.0, 0.1, 1.0, 0.7]),
+       st.lists(st.integers(0, 3000), min_size=1, max_size=4))
+def test_toy_decode_sums_are_the_step_by_step_sums(overhead, decode, counts):
+    """The toy cost keeps overhead + decode + decode + ... per batch size (the fast path's stretches read it): the
+    same floats as adding one decode at a time (0.1 x 3 is not 0.1 + 0.1 + 0.1), signed zeros included."""
+    from servesim.cost.base import StepShape
+    from servesim.cost.simple import ToyCost
+    cost = ToyCost(decode_ms=decode, overhead_ms=overhead)
+    for n in counts:
+        ms = overhead
+        for _ in range(n):
+            ms += decode
+        got = cost.step_time_with_decodes(n, 0, StepShape((), (), (), 0))
+        assert str(got) == str(ms / 1000.0)
+        assert str(cost.decode_stretch(n, 0, 2)) == str([cost.step_time(StepShape((1,) * n, (0,) * n, (True,) * n,
+                                                                                  n))] * 2)

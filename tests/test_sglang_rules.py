@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 from servesim.conformance_sglang import run_scenario, to_trace
 from servesim.engine import simulate
 from servesim.engine.config import EngineConfig
+from servesim.engine.radix_cache import RadixCache, TokenRun
 from servesim.engine.records import Reason
 from servesim.engine.request import Request
 from servesim.engine.sglang_config import SGLangConfig
@@ -196,3 +197,35 @@ def test_invariants(case):
     served = [r for r in result.requests if r.id not in result.rejected]
     assert all(r.finish_time is not None and r.num_tokens == r.output_len for r in served)
     assert {r.id for r in served} | set(result.rejected) == {r.request_id for r in reqs}
+
+
+def test_token_run_reads_as_its_tuple():
+    """A request with no spelled tokens: ("u", 0) x 3 then the output token 7 x 2, sliced and indexed as a tuple."""
+    run, spelled = TokenRun(("u", 0), 3, 7, 2), (("u", 0),) * 3 + (7,) * 2
+    assert len(run) == 5 and tuple(run) == spelled and run == spelled and spelled == run
+    assert [run[i] for i in range(-5, 5)] == [spelled[i] for i in range(-5, 5)]
+    for i in range(6):
+        for j in range(6):
+            assert tuple(run[i:j]) == spelled[i:j] and run[i:j] == spelled[i:j]
+    assert run[:3] == TokenRun(("u", 0), 2, ("u", 0), 1) and run[:4] != run[1:5]
+    with pytest.raises(IndexError):
+        run[5]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 2), st.integers(1, 6), st.integers(0, 6), st.integers(0, 12),
+                          st.booleans()), min_size=1, max_size=12), st.integers(0, 20))
+def test_radix_tree_of_runs_is_the_tree_of_their_tuples(ops, evict):
+    """Inserts and matches of prefixes of runs (three requests' keys) give the same counts, whole or spelled out."""
+    trees = RadixCache(), RadixCache()
+    for who, prompt, output, end, locked in ops:
+        run = TokenRun(("u", who), prompt, 7, output)
+        end = min(end, len(run))
+        got = []
+        for tree, key in zip(trees, (run, tuple(run))):
+            n, node = tree.insert_and_match(key, end) if locked else (tree.insert(key, end), None)
+            if node is not None:
+                tree.lock(node)
+            got.append((n, tree.match(key, end)[0], tree.evictable, tree.protected))
+        assert got[0] == got[1]
+    assert trees[0].evict(evict) == trees[1].evict(evict) and trees[0].size == trees[1].size

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from math import copysign
 
 from servesim.cost.base import StepShape
 from servesim.cost.specs import is_finite, show
@@ -38,16 +39,38 @@ class ToyCost:
 
     def step_time_with_decodes(self, num_decodes: int, decode_context_sum: int, shape: StepShape) -> float:
         """`num_decodes` more decodes ahead of `shape` (their contexts do not matter), added in the same order."""
-        ms = self.overhead_ms
-        for _ in range(num_decodes):
-            ms += self.decode_ms
+        ms = _decode_sum(self.overhead_ms, self.decode_ms, num_decodes) if num_decodes else self.overhead_ms
         for n, decode in zip(shape.num_new_tokens, shape.is_decode):
             ms += self.decode_ms if decode else n * self.prefill_token_ms
         return ms / 1000.0
 
     def decode_stretch(self, n: int, context_sum: int, k: int) -> list[float]:
         """k steps of n one-token decodes cost the same: context does not enter the toy cost."""
-        return [self.step_time(StepShape((1,) * n, (0,) * n, (True,) * n, n))] * k
+        return [self.step_time_with_decodes(n, context_sum, _NO_ROWS)] * k  # = step_time of the n decodes
+
+
+# overhead + decode x n, added one decode at a time as a step-by-step sum would (float addition is not
+# multiplication): the running sums, kept per (overhead, decode, their signs), for batches up to _MAX_KEPT
+_DECODE_SUMS: dict[tuple, list[float]] = {}
+_MAX_KEPT = 1 << 16
+_NO_ROWS = StepShape((), (), (), 0)
+
+
+def _decode_sum(overhead: float, decode: float, n: int) -> float:
+    """overhead + n decodes, summed in that order (signed zeros kept apart: -0.0 + -0.0 is not 0.0 + -0.0)."""
+    key = (overhead, decode) if overhead and decode else (overhead, decode, copysign(1.0, overhead),
+                                                         copysign(1.0, decode))
+    sums = _DECODE_SUMS.get(key)
+    if sums is None:
+        sums = _DECODE_SUMS[key] = [overhead]
+    if n < len(sums):
+        return sums[n]
+    ms, keep = sums[-1], n < _MAX_KEPT
+    for _ in range(n + 1 - len(sums)):
+        ms += decode
+        if keep:
+            sums.append(ms)
+    return ms
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,16 +39,18 @@ class RadixCache:
         self.clock += 1
         return self.clock
 
-    def match(self, key: tuple) -> tuple[int, Node]:
-        """The longest cached prefix of `key`: its length and the node it ends in (a node is split there)."""
+    def match(self, key: tuple, end: int | None = None) -> tuple[int, Node]:
+        """The longest cached prefix of `key` (of its first `end` tokens): its length and the node it ends in (a
+        node is split there)."""
         node, n, t = self.root, 0, self._tick()
         node.last_access = t
-        while n < len(key):
+        end = len(key) if end is None else end
+        while n < end:
             child = node.children.get(key[n])
             if child is None:
                 break
             child.last_access = t
-            k = _common(child.key, key, n)
+            k = _common(child.key, key, n, end)
             if k < len(child.key):
                 child = self._split(child, k)
                 n += k
@@ -65,24 +67,41 @@ class RadixCache:
         child.key, child.parent = child.key[k:], upper
         return upper
 
-    def insert(self, key: tuple) -> int:
-        """Insert `key` (all its tokens' KV computed); returns how many of its first tokens were already cached:
-        the caller frees its own copies of those (dedup). New tokens arrive unlocked (evictable)."""
+    def insert(self, key: tuple, end: int | None = None) -> int:
+        """Insert `key` (its first `end` tokens; all their KV computed); returns how many of its first tokens
+        were already cached: the caller frees its own copies of those (dedup). New tokens arrive unlocked
+        (evictable)."""
+        return self._insert(key, len(key) if end is None else end)[0]
+
+    def insert_and_match(self, key: tuple, end: int | None = None) -> tuple[int, Node]:
+        """insert(key, end), then match(key, end): the tokens that were cached already, and the node the key now
+        ends in. One walk down: after the insert the key ends exactly at a node, so the match is its path
+        touched again (with a later access time)."""
+        n, node = self._insert(key, len(key) if end is None else end)
+        t, root = self._tick(), self.root
+        end = node
+        while node is not root:
+            node.last_access = t
+            node = node.parent
+        root.last_access = t
+        return n, end
+
+    def _insert(self, key: tuple, end: int) -> tuple[int, Node]:
         node, n, t = self.root, 0, self._tick()
-        while n < len(key):
+        while n < end:
             child = node.children.get(key[n])
             if child is None:
-                new = Node(key[n:], node, {}, 0, t)
+                new = Node(key[n:end], node, {}, 0, t)
                 node.children[key[n]] = new
                 self.evictable += len(new.key)
-                return n
+                return n, new
             child.last_access = t
-            k = _common(child.key, key, n)
+            k = _common(child.key, key, n, end)
             if k < len(child.key):
                 child = self._split(child, k)
             n += k
             node = child
-        return n
+        return n, node
 
     def lock(self, node: Node) -> None:
         while node is not self.root:
@@ -130,12 +149,88 @@ class RadixCache:
         return self.evictable + self.protected
 
 
-def _common(edge: tuple, key: tuple, start: int) -> int:
-    """Tokens `edge` shares with `key[start:]`, from the first."""
-    n = min(len(edge), len(key) - start)
-    if edge[:n] == key[start:start + n]:  # the usual case, compared in C
+class TokenRun:
+    """`first` n_first times, then `then` n_then times: a key as a tuple of those tokens, in O(1) space (a request
+    with no spelled tokens: its own token per prompt token, then its outputs). Slices are runs; a run equals any
+    sequence of the same tokens."""
+
+    __slots__ = ("first", "n_first", "then", "n_then")
+
+    def __init__(self, first: object, n_first: int, then: object, n_then: int) -> None:
+        self.first, self.n_first, self.then, self.n_then = first, n_first, then, n_then
+
+    def __len__(self) -> int:
+        return self.n_first + self.n_then
+
+    def __getitem__(self, i):
+        if type(i) is int and 0 <= i:  # the tree's usual question: a child's first token
+            if i < self.n_first:
+                return self.first
+            if i < self.n_first + self.n_then:
+                return self.then
+        n = self.n_first + self.n_then
+        if isinstance(i, slice):
+            start, stop, step = (i.start or 0, i.stop, 1) if i.step is None and (i.start or 0) >= 0 and (
+                i.stop is not None and 0 <= i.stop <= n) else i.indices(n)
+            if step != 1:
+                return tuple(self)[i]
+            stop = max(start, stop)
+            a = max(0, min(stop, self.n_first) - start)
+            return TokenRun(self.first, a, self.then, stop - start - a)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError("token run index out of range")
+        return self.first if i < self.n_first else self.then
+
+    def __iter__(self):
+        yield from (self.first,) * self.n_first
+        yield from (self.then,) * self.n_then
+
+    def _segments(self) -> tuple:
+        segs = [(t, c) for t, c in ((self.first, self.n_first), (self.then, self.n_then)) if c]
+        if len(segs) == 2 and segs[0][0] == segs[1][0]:
+            segs = [(segs[0][0], segs[0][1] + segs[1][1])]
+        return tuple(segs)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, TokenRun):
+            if (self.n_first == other.n_first and self.n_then == other.n_then and self.first == other.first
+                    and self.then == other.then):
+                return True
+            return self._segments() == other._segments()
+        if isinstance(other, tuple):
+            return len(other) == len(self) and tuple(self) == other
+        return NotImplemented
+
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        return f"TokenRun({self.first!r} x {self.n_first}, {self.then!r} x {self.n_then})"
+
+
+def _common(edge: tuple, key: tuple, start: int, end: int) -> int:
+    """Tokens `edge` shares with `key[start:end]`, from the first."""
+    n = min(len(edge), end - start)
+    a = edge if n == len(edge) else edge[:n]
+    b = key if start == 0 and n == len(key) else key[start:start + n]
+    if a == b:  # the usual case, compared in C (or run by run)
         return n
+    if isinstance(a, TokenRun) and isinstance(b, TokenRun):
+        return _run_common(a._segments(), b._segments())
     i = 0
     while i < n and edge[i] == key[start + i]:
         i += 1
+    return i
+
+
+def _run_common(a: tuple, b: tuple) -> int:
+    """Tokens two runs of the same length share from the first, from their segments (adjacent ones differ)."""
+    i = 0
+    for (ta, ca), (tb, cb) in zip(a, b):
+        if ta != tb:
+            return i
+        if ca != cb:  # one of them changes token first, the other does not
+            return i + min(ca, cb)
+        i += ca
     return i

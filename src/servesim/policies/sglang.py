@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from servesim.engine.config import EngineConfig
-from servesim.engine.radix_cache import RadixCache
+from servesim.engine.radix_cache import RadixCache, TokenRun
 from servesim.engine.records import Preemption, Reason
 from servesim.engine.request import RequestState, RequestStatus
 from servesim.engine.sglang_config import CLIP_MAX_NEW_TOKENS, SGLangConfig
@@ -288,25 +288,33 @@ class SGLangScheduler(Scheduler):
     def key(self, s: RequestState, n: int) -> tuple:
         """The first n tokens of `s`'s prompt and outputs: its hash_ids as token ids (one per token), else a token
         no other request has; outputs are OUTPUT_TOKEN."""
-        prompt = self.keys.get(s)
-        if prompt is None:
+        full = self.full_key(s)
+        if n <= len(full):
+            return full[:n]
+        return tuple(full) + (OUTPUT_TOKEN,) * (n - len(full))
+
+    def full_key(self, s: RequestState) -> tuple:
+        """`s`'s prompt and all its outputs, built once: the tree reads its first n tokens (`end=n`) without a
+        copy of them."""
+        full = self.keys.get(s)
+        if full is None:
             r = s.request
             if r.hash_ids is not None and (r.hash_block_size or 1) == 1:
                 prompt = tuple(r.hash_ids[:r.prompt_len])
             elif r.hash_ids is not None:
                 prompt = tuple((h, j) for h in r.hash_ids for j in range(r.hash_block_size))[:r.prompt_len]
-            else:
-                prompt = (("unique", s.index),) * r.prompt_len
-            self.keys[s] = prompt
-        if n <= len(prompt):
-            return prompt[:n]
-        return prompt + (OUTPUT_TOKEN,) * (n - len(prompt))
+            else:  # its own token, then its outputs: a run, not a tuple of a token per token
+                full = self.keys[s] = TokenRun(("unique", s.index), r.prompt_len, OUTPUT_TOKEN, r.output_len)
+                return full
+            # (hash_ids shorter than the prompt: the rest are OUTPUT_TOKEN, as key() always spelled them)
+            full = self.keys[s] = prompt + (OUTPUT_TOKEN,) * (r.prompt_len + r.output_len - len(prompt))
+        return full
 
     def match(self, s: RequestState) -> int:
         """Lock the longest cached prefix of `s` (never its last token); returns its length."""
         if self.radix is None:
             return 0
-        n, node = self.radix.match(self.key(s, s.num_tokens - 1))
+        n, node = self.radix.match(self.full_key(s), s.num_tokens - 1)
         self.radix.lock(node)
         self.locks[s] = (node, n)
         return n
@@ -331,16 +339,19 @@ class SGLangScheduler(Scheduler):
         """Insert `s`'s computed tokens into the tree: its own copies of what was there already are freed, the
         rest moves into the tree; it keeps the whole as its locked prefix unless it finished."""
         n = s.num_computed_tokens
-        key = self.key(s, n)
+        key = self.full_key(s)
         prefix = self.prefix_len(s)
-        existing = self.radix.insert(key)
+        finished = s.status is RequestStatus.FINISHED
+        if finished:
+            existing = self.radix.insert(key, n)
+        else:  # (the match touches the path only: the pool and the locks in between do not enter it)
+            existing, node = self.radix.insert_and_match(key, n)
         self.kv.give_back(s, max(0, min(existing, n) - prefix))  # its own copies of cached tokens
         s.num_blocks = n  # all its tokens are now its locked prefix in the tree
         self._unlock(s)
-        if s.status is RequestStatus.FINISHED:
+        if finished:
             s.num_blocks = 0
         else:
-            _, node = self.radix.match(key)
             self.radix.lock(node)
             self.locks[s] = (node, n)
 
@@ -356,6 +367,7 @@ class SGLangScheduler(Scheduler):
         s.status = RequestStatus.FINISHED
         if self.radix is not None:
             self._cache(s)
+            self.keys.pop(s, None)  # its prompt's key lives on in the tree only
         else:
             self.kv.give_back(s, s.num_blocks)
             s.num_blocks = 0
