@@ -16,6 +16,15 @@ from servesim.cost import StepShape
 from servesim.cost.specs import builtin_gpus, builtin_models, load_model
 from servesim.errors import ConfigError
 
+# The engine-profile flags `cost` and `calibrate` share (vLLM's names; the preset's value when not given)
+EnforceEagerOpt = Annotated[bool | None, typer.Option("--enforce-eager/--no-enforce-eager",
+                                                      help="No CUDA graphs [default: the preset's].")]
+ExecutorBackendOpt = Annotated[str | None, typer.Option(help="mp | ray [default: the preset's].")]
+CustomAllReduceOpt = Annotated[bool | None, typer.Option("--disable-custom-all-reduce/--enable-custom-all-reduce",
+                                                         help="NCCL only [default: the preset's].")]
+AsyncSchedulingOpt = Annotated[bool | None, typer.Option("--async-scheduling/--no-async-scheduling",
+                                                         help="Host work overlaps the GPU's [default: the preset's].")]
+
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
@@ -52,13 +61,10 @@ def cost(
     kv_cache_dtype: Annotated[str | None, typer.Option(help="auto | fp8 [default: auto].")] = None,
     engine: Annotated[str | None, typer.Option(help="Engine profile (host time per step): vllm-0.33 | vllm-0.2 | "
                                                "trtllm | sglang [default: vllm-0.33].")] = None,
-    enforce_eager: Annotated[bool | None, typer.Option("--enforce-eager/--no-enforce-eager", help="No CUDA graphs "
-                                                       "[default: the preset's].")] = None,
-    distributed_executor_backend: Annotated[str | None, typer.Option(help="mp | ray [default: the preset's].")] = None,
-    disable_custom_all_reduce: Annotated[bool | None, typer.Option(
-        "--disable-custom-all-reduce/--enable-custom-all-reduce", help="NCCL only [default: the preset's].")] = None,
-    async_scheduling: Annotated[bool | None, typer.Option("--async-scheduling/--no-async-scheduling", help="Host "
-                                                          "work overlaps the GPU's [default: the preset's].")] = None,
+    enforce_eager: EnforceEagerOpt = None,
+    distributed_executor_backend: ExecutorBackendOpt = None,
+    disable_custom_all_reduce: CustomAllReduceOpt = None,
+    async_scheduling: AsyncSchedulingOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON object: total_ms (wall), device_ms, host_ms "
                                                          "and the breakdown.")] = False,
 ) -> None:
@@ -188,13 +194,10 @@ def calibrate_cmd(
                                            "result: vllm bench serve's --seed, for the arrivals.")] = 0,
     engine: Annotated[str | None, typer.Option(help="Fit this engine profile's host constants too: vllm-0.33 | "
                                                "vllm-0.2 | trtllm | sglang [a vLLM result: vllm-0.33].")] = None,
-    enforce_eager: Annotated[bool | None, typer.Option("--enforce-eager/--no-enforce-eager", help="No CUDA graphs "
-                                                       "[default: the preset's].")] = None,
-    distributed_executor_backend: Annotated[str | None, typer.Option(help="mp | ray [default: the preset's].")] = None,
-    disable_custom_all_reduce: Annotated[bool | None, typer.Option(
-        "--disable-custom-all-reduce/--enable-custom-all-reduce", help="NCCL only [default: the preset's].")] = None,
-    async_scheduling: Annotated[bool | None, typer.Option("--async-scheduling/--no-async-scheduling", help="Host "
-                                                          "work overlaps the GPU's [default: the preset's].")] = None,
+    enforce_eager: EnforceEagerOpt = None,
+    distributed_executor_backend: ExecutorBackendOpt = None,
+    disable_custom_all_reduce: CustomAllReduceOpt = None,
+    async_scheduling: AsyncSchedulingOpt = None,
     request_rate: Annotated[float | None, typer.Option(help="vLLM result: the run's --request-rate [default: the "
                                                        "file's request_rate].")] = None,
     burstiness: Annotated[float | None, typer.Option(help="vLLM result: the run's --burstiness [default: the "
