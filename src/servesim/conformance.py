@@ -119,15 +119,20 @@ def _check_request(doc: InputDoc, r: Any, i: int, seen: dict[str, int], step_dur
                       f"({-(-r['prompt_len'] // bs)} ids)")
 
 
-def check_scenario(scenario: Any, doc: InputDoc) -> dict[str, Any]:
-    """Refuse, with `FILE:LINE: field: what was expected`, anything the scenario format does not allow, and any
-    configuration the engine would refuse; return the scenario unchanged."""
+def check_scenario_shape(scenario: Any, doc: InputDoc, keys) -> None:
+    """A scenario is a JSON object of known keys with 'config' and 'requests' (vLLM's and SGLang's formats)."""
     if not isinstance(scenario, dict):
         doc.fail_type((), scenario, "a JSON object with 'config' and 'requests'")
-    check_keys(doc, scenario, (), SCENARIO_KEYS)
+    check_keys(doc, scenario, (), keys)
     for key in ("config", "requests"):
         if key not in scenario:
             doc.fail((key,), "missing field; expected a scenario with 'config' and 'requests'")
+
+
+def check_scenario(scenario: Any, doc: InputDoc) -> dict[str, Any]:
+    """Refuse, with `FILE:LINE: field: what was expected`, anything the scenario format does not allow, and any
+    configuration the engine would refuse; return the scenario unchanged."""
+    check_scenario_shape(scenario, doc, SCENARIO_KEYS)
     for key in ("name", "description"):
         if not isinstance(scenario.get(key, ""), str):
             doc.fail_type((key,), scenario[key], "a string")

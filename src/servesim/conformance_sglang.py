@@ -82,12 +82,9 @@ def _check_request(doc: InputDoc, r: Any, i: int, seen: set) -> None:
 
 
 def check_scenario(scenario: Any, doc: InputDoc) -> dict[str, Any]:
-    if not isinstance(scenario, dict):
-        doc.fail_type((), scenario, "a JSON object with 'config' and 'requests'")
-    check_keys(doc, scenario, (), SCENARIO_KEYS)
-    for key in ("config", "requests"):
-        if key not in scenario:
-            doc.fail((key,), "missing field; expected a scenario with 'config' and 'requests'")
+    from servesim.conformance import check_scenario_shape
+
+    check_scenario_shape(scenario, doc, SCENARIO_KEYS)
     _check_config(doc, scenario["config"])
     reqs = scenario["requests"]
     if not isinstance(reqs, list) or not reqs:

@@ -79,7 +79,7 @@ def parse_set(spec: str) -> tuple[str, list[object]]:
     if knob not in EngineConfig.field_names():
         valid = ", ".join(f.name for f in fields(EngineConfig))
         raise ConfigError(f"--set {spec!r}: unknown knob {knob!r}; valid: {valid}")
-    return knob, [parse_value(v) for v in values.split(",")]
+    return knob, [parse_value(v) for v in values.split(",") if v.strip()]
 
 
 def run_sweep(requests: Sequence[Request], policy: str, config: EngineConfig, cost: CostModel | str,

@@ -14,9 +14,8 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
-from servesim.engine.config import EngineConfig
 from servesim.errors import ConfigError
 from servesim.plan.layouts import layout_name, num_replicas, parse_routers
 
@@ -112,22 +111,13 @@ def product(axes: Axes) -> list[Point]:
     return points
 
 
-def _value(text: str) -> object:
-    from servesim.analysis.compare import parse_value
-
-    return parse_value(text)
-
-
 def parse_set(spec: str) -> tuple[str, tuple[object, ...]]:
-    """`max_num_seqs=64,128` -> ("max_num_seqs", (64, 128)); any EngineConfig field, vLLM's name."""
-    knob, sep, values = spec.partition("=")
-    knob = knob.strip().replace("-", "_")
-    if not sep or not values.strip():
-        raise ConfigError(f"--set {spec!r}: expected KNOB=V1,V2,... e.g. max_num_batched_tokens=2048,8192")
-    if knob not in EngineConfig.field_names():
-        valid = ", ".join(f.name for f in fields(EngineConfig))
-        raise ConfigError(f"--set {spec!r}: unknown knob {knob!r}; valid: {valid}")
-    return knob, tuple(_value(v) for v in values.split(",") if v.strip())
+    """`max_num_seqs=64,128` -> ("max_num_seqs", (64, 128)); any EngineConfig field, vLLM's name (compare's
+    parser)."""
+    from servesim.analysis.compare import parse_set as parse
+
+    knob, values = parse(spec)
+    return knob, tuple(values)
 
 
 def parse_list(text: str | None, option: str, kind: type = str) -> tuple:
