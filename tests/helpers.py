@@ -61,3 +61,16 @@ def load_error(path: Path, **kw: object) -> str:
     msg = str(exc.value)
     assert msg.startswith(f"{path}: ") and "\n" not in msg and "\r" not in msg, msg
     return msg
+
+
+def assert_same_schedule(expected: dict, actual: dict) -> None:
+    """A recorded trace and servesim's agree (conformance/README.md, "What a match means"): every step, the
+    preemption count, and each request's first scheduled, first token and finish steps and preemptions."""
+    from servesim.conformance import first_difference
+
+    assert first_difference(expected, actual) is None
+    assert actual["summary"]["total_preemptions"] == expected["summary"]["total_preemptions"]
+    for rid, want in expected["requests"].items():
+        got = actual["requests"][rid]
+        for key in ("first_scheduled_step", "first_token_step", "finish_step", "num_preemptions"):
+            assert got[key] == want[key], (rid, key)

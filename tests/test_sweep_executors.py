@@ -1,8 +1,6 @@
 """Executors (issue 17): the same seed gives the same table, in the same row order, on every executor."""
 
-import importlib.util
 
-import pytest
 
 from servesim.plan import api
 
@@ -16,16 +14,8 @@ def test_process_pool_gives_the_serial_table():
     assert api.sweep("azure-conv-sample", workers=2, **SWEEP).equals(serial)
 
 
-@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="ray is not installed (pip install "
-                                                                     "'servesim[ray]')")
-def test_ray_gives_the_local_table():
-    import ray
-
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)  # a local cluster of two CPUs
-    try:
-        on_ray = api.sweep("azure-conv-sample", executor="ray", **SWEEP)
-        cap = api.capacity("random", executor="ray", **CAPACITY)
-    finally:
-        ray.shutdown()
+def test_ray_gives_the_local_table(local_ray):
+    on_ray = api.sweep("azure-conv-sample", executor="ray", **SWEEP)
+    cap = api.capacity("random", executor="ray", **CAPACITY)
     assert on_ray.equals(api.sweep("azure-conv-sample", workers=1, **SWEEP))
     assert cap.configs == api.capacity("random", workers=1, **CAPACITY).configs

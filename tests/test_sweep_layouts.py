@@ -6,7 +6,6 @@ at most 100 req/s. With arrivals exactly every 1/300 s (--burstiness inf) round-
 requests k, k + N, ...: arrivals N/300 s apart, each replica a server of 10 ms requests.
 """
 
-import importlib.util
 import itertools
 import json
 
@@ -151,14 +150,6 @@ def test_process_pool_gives_the_serial_cluster_table():
     assert len(serial) == 12 and api.sweep("random", workers=2, **TINY).equals(serial)
 
 
-@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="ray is not installed (pip install "
-                                                                     "'servesim[ray]')")
-def test_ray_gives_the_local_cluster_table():
-    import ray
-
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)  # a local cluster of two CPUs
-    try:
-        on_ray = api.sweep("random", executor="ray", **TINY)
-    finally:
-        ray.shutdown()
+def test_ray_gives_the_local_cluster_table(local_ray):
+    on_ray = api.sweep("random", executor="ray", **TINY)
     assert on_ray.equals(api.sweep("random", workers=1, **TINY))
