@@ -155,9 +155,10 @@ def request_arrays(result: SimResult, keep: np.ndarray | None = None) -> Request
     out, prompt = t.output_len[idx], t.prompt_len[idx]
     ends = t.clock.ends if m else np.zeros(0)
     # the selected requests' runs, in order: (first step, count) pairs
-    lo, hi = t.run_offsets[idx] // 2, t.run_offsets[idx + 1] // 2
+    runs, offsets = t.step_runs()
+    lo, hi = offsets[idx] // 2, offsets[idx + 1] // 2
     nruns = hi - lo
-    pairs = t.runs.reshape(-1, 2)
+    pairs = runs.reshape(-1, 2)
     if m == len(t):
         sel_runs = pairs
     else:

@@ -27,8 +27,9 @@ def worst_gap(result: SimResult) -> Gap | None:
     if t.clock is None or not t.runs.size:
         return None
     ends = t.clock.ends
-    start, count = t.runs[0::2], t.runs[1::2]
-    owner = np.repeat(np.arange(len(t)), np.diff(t.run_offsets) // 2)  # the request of each run
+    runs, offsets = t.step_runs()
+    start, count = runs[0::2], runs[1::2]
+    owner = np.repeat(np.arange(len(t)), np.diff(offsets) // 2)  # the request of each run
     # candidate groups in token order: run r's inside gaps, then the gap to run r + 1 of the same request
     diff = np.append(np.diff(ends), -np.inf)  # the padding keeps every reduceat index in range
     long = count > 1

@@ -98,9 +98,9 @@ def _result(cluster: Cluster, requests: list[Request], record: str, router: str)
     replicas = cluster.replicas
     local = [sorted(s.index for s in r.states) for r in replicas]
     results = [_local(r.result(), rows) for r, rows in zip(replicas, local)]
-    ends = [res.step_log.end_time for res in results]
+    clocks = [res.timelines.clock for res in results]
     rejected = set(cluster.rejected)
-    timelines = cluster_timelines(requests, cluster.states, cluster.decode_states, cluster.placed, ends, rejected)
+    timelines = cluster_timelines(requests, cluster.states, cluster.decode_states, cluster.placed, clocks, rejected)
     first = results[0]
     merged = SimResult(first.policy, first.cost_model, first.config, (), timelines,
                        tuple(p for res in results for p in res.preemptions), None, record,

@@ -116,10 +116,11 @@ class ClusterResult:
                 **self.transfer_summary()}
 
 
-def cluster_timelines(requests, states, decode_states, placed, ends: list[np.ndarray], rejected: set[int]
+def cluster_timelines(requests, states, decode_states, placed, clocks: list[TokenClock], rejected: set[int]
                       ) -> Timelines:
-    """The whole cluster's timelines, workload order, on the replicas' clocks concatenated (`ends`)."""
-    offsets = np.cumsum([0] + [e.size for e in ends]).tolist()
+    """The whole cluster's timelines, workload order, on the replicas' clocks concatenated (their steps' ends, and
+    the steps nobody decoded in, which token runs step over)."""
+    offsets = np.cumsum([0] + [c.ends.size for c in clocks]).tolist()
     nan = float("nan")
     ids, lengths, runs = [], [], []
     cols = {name: [] for name in (*FLOAT_COLUMNS, *INT_COLUMNS)}
@@ -153,4 +154,7 @@ def cluster_timelines(requests, states, decode_states, placed, ends: list[np.nda
             for k in range(0, len(tr), 2):
                 runs += (tr[k] + o, tr[k + 1])
         lengths.append(len(runs) - n)
-    return Timelines.from_lists(ids, cols, lengths, runs, TokenClock(np.concatenate(ends) if ends else np.zeros(0)))
+    if not clocks:
+        return Timelines.from_lists(ids, cols, lengths, runs, TokenClock(np.zeros(0)))
+    skip = np.concatenate([np.zeros(c.ends.size, bool) if c.skip is None else c.skip for c in clocks])
+    return Timelines.from_lists(ids, cols, lengths, runs, TokenClock(np.concatenate([c.ends for c in clocks]), skip))

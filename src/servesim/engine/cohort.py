@@ -13,30 +13,31 @@ allocations and registrations in the order a step-by-step run makes them.
 
 The cohort runs on its own decode clock: `clock = step - paused`, where `paused` counts the engine steps in which
 it did not decode (a policy that runs prefill first, SGLang's, runs a prompt-only step while the batch waits:
-`pause`). Every `step` argument below is a clock value; members' `decoding_since` too. A member's token runs are
-in engine steps, so a pause breaks them: the decode at clock c runs at engine step c + the pauses at clock <= c.
-The cohort keeps the distinct clock values of its pauses (`pause_clocks`), the pauses up to each (`pauses_upto`,
-so the engine step of the run that starts there is `run_starts`) and the gaps between them (`gaps`, the lengths
-of the runs between two pauses): a member that leaves takes its runs as slices of those lists.
+`pause`). Every `step` argument below is a clock value; members' `decoding_since` too. The decode at clock c runs
+at engine step c + the pauses at clock <= c; the cohort keeps the distinct clock values of its pauses
+(`pause_clocks`) and the pauses up to each (`pauses_upto`) to find the engine step of a member's first decode.
+Nobody decodes in a pause, so a member's tokens are one run however many pauses it sat through (runs count the
+steps someone decoded in: `servesim.engine.token_runs`).
 """
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
+from bisect import bisect_right
 from heapq import heappop, heappush
 from itertools import accumulate, cycle, islice
 from operator import sub
 
 from servesim.engine.request import RequestState
+from servesim.engine.token_runs import LiveSteps
 
 
 class DecodeCohort:
     """The first `n` requests of the running list, each decoding one token per step since `decoding_since`."""
 
     __slots__ = ("block_size", "grows", "n", "base", "phase", "heap", "step_seconds", "by_phase", "paused",
-                 "pause_clocks", "pauses_upto", "run_starts", "gaps", "folded")
+                 "pause_clocks", "pauses_upto", "folded", "live")
 
-    def __init__(self, block_size: int, grows: bool = True, track: bool = False) -> None:
+    def __init__(self, block_size: int, live: LiveSteps, grows: bool = True, track: bool = False) -> None:
         self.block_size = block_size
         self.grows = grows  # members allocate KV as they grow (False: the policy reserved each one's lifetime)
         self.n = 0
@@ -53,9 +54,8 @@ class DecodeCohort:
         # the pauses since the cohort was last empty (see the module's docstring)
         self.pause_clocks: list[int] = []  # distinct clock values, increasing
         self.pauses_upto: list[int] = []  # pauses at clock <= each (the folded ones included)
-        self.run_starts: list[int] = []  # the engine step of the decode at each pause clock
-        self.gaps: list[int] = []  # pause_clocks[i + 1] - pause_clocks[i]
         self.folded = 0  # pauses dropped from the lists when the cohort emptied (before every member's clock)
+        self.live = live  # the engine's live steps: members' token runs
 
     def pause(self, step: int) -> None:
         """Engine step `step` runs without the cohort's decodes (its members keep their place)."""
@@ -64,13 +64,9 @@ class DecodeCohort:
         clocks = self.pause_clocks
         if clocks and clocks[-1] == c:  # another pause before the same decode
             self.pauses_upto[-1] += 1
-            self.run_starts[-1] += 1
             return
-        if clocks:
-            self.gaps.append(c - clocks[-1])
         clocks.append(c)
         self.pauses_upto.append(self.paused)
-        self.run_starts.append(c + self.paused)
 
     def can_join(self, s: RequestState) -> bool:
         """A running request whose next step is a one-token decode, holding exactly the blocks of its tokens."""
@@ -102,33 +98,21 @@ class DecodeCohort:
             s.num_computed_tokens += d
             s.num_output_tokens += d
             clocks = self.pause_clocks
-            if not clocks or clocks[-1] <= since:  # no pause while it decoded
-                s.sampled(since + self.paused, d)
+            if not clocks or clocks[-1] <= since:  # no pause since it joined (or only before its first decode)
+                first = since + self.paused
             else:
-                self._split(s, since, step)
+                i = bisect_right(clocks, since)
+                first = since + (self.pauses_upto[i - 1] if i else self.folded)
+            s.sampled(first, d, self.live)
             if self.grows:
                 s.num_blocks = -(-s.num_computed_tokens // self.block_size)
         s.decoding_since = -1
 
-    def _split(self, s: RequestState, since: int, end: int) -> None:
-        """`s` decoded at clock values since .. end-1: one token run per stretch between pauses, in engine steps
-        (the first may continue its last run; the others are slices of the pause lists)."""
-        clocks = self.pause_clocks
-        i = bisect_right(clocks, since)
-        j = bisect_left(clocks, end, i)  # the pauses at since < clock < end break its runs
-        s.sampled(since + (self.pauses_upto[i - 1] if i else self.folded), (clocks[i] if j > i else end) - since)
-        if j > i:
-            runs = [0] * (2 * (j - i))
-            runs[0::2] = self.run_starts[i:j]
-            runs[1:-1:2] = self.gaps[i:j - 1]
-            runs[-1] = end - clocks[j - 1]
-            s.token_runs += runs
-
     def _fold(self) -> None:
         """The cohort is empty: its pauses come before every future member's clock, so only their count stays."""
         self.folded = self.paused
-        for lst in (self.pause_clocks, self.pauses_upto, self.run_starts, self.gaps):
-            lst.clear()
+        self.pause_clocks.clear()
+        self.pauses_upto.clear()
 
     def leave_all(self, running: list[RequestState], step: int) -> None:
         for s in running[:self.n]:

@@ -34,6 +34,7 @@ from servesim.engine.records import Scheduled, ScheduledEntry, StepRecord
 from servesim.engine.request import RequestState
 from servesim.engine.steplog import StepLog
 from servesim.engine.stretch import Stretch, plan_stretch, step_duration
+from servesim.engine.token_runs import LiveSteps
 
 if TYPE_CHECKING:
     from servesim.policies import SchedulerOutput
@@ -96,9 +97,9 @@ class FastPath:
     __slots__ = ("cohort", "aggregate", "priority", "decodes_first", "n", "growth", "contexts", "prefix_kv")
 
     def __init__(self, cost: CostModel, block_size: int, grows: bool, priority: bool,
-                 decodes_first: bool = True, prefix_kv: PrefixCachingKV | None = None) -> None:
+                 decodes_first: bool, live: LiveSteps, prefix_kv: PrefixCachingKV | None = None) -> None:
         self.prefix_kv = prefix_kv  # prefix caching: the cohort's blocks are particular blocks of its pool
-        self.cohort = DecodeCohort(block_size, grows=grows, track=prefix_kv is not None)
+        self.cohort = DecodeCohort(block_size, live, grows=grows, track=prefix_kv is not None)
         # the cost model prices n decodes from their context sum (else each step gets the members' contexts)
         self.aggregate = hasattr(cost, "step_time_with_decodes") and hasattr(cost, "decode_stretch")
         self.priority = priority  # a priority victim could be a member: schedule() must then see everyone
@@ -264,6 +265,7 @@ class FastPath:
         else:
             kv.free_blocks = free_after[-1]  # nobody frees blocks before the last step's finishes
         last, record = first + k - 1, None
+        cohort.live.mark_live(k)
         if engine.keep_records:
             members = sched.running[:n]
             contexts = self.contexts or cohort.contexts(sched.running, first)

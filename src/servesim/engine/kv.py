@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from servesim.engine.request import RequestState
+from servesim.engine.token_runs import LiveSteps
 
 
 def blocks_for(num_tokens: int, block_size: int) -> int:
@@ -133,7 +134,7 @@ class PrefixCachingKV(KVCache):
     blocks are cached under their chained hash once scheduled (P5) and stay hittable when freed, until evicted.
     `free_blocks` counts the evictable cached blocks too (P8). Requests without `hash_ids` hit nothing."""
 
-    __slots__ = ("pool", "query_tokens", "hit_tokens", "lost_tokens", "lost_admissions", "async_step")
+    __slots__ = ("pool", "query_tokens", "hit_tokens", "lost_tokens", "lost_admissions", "async_step", "live")
 
     def __init__(self, block_size: int, num_gpu_blocks: int, track_evictions: bool = False,
                  async_scheduling: bool = False) -> None:
@@ -147,6 +148,7 @@ class PrefixCachingKV(KVCache):
         # async scheduling: the step being scheduled (the engine sets it); a token sampled in the step before is
         # still in flight, so the block it completes has no hash yet and registers one step later (P5)
         self.async_step: int | None = 0 if async_scheduling else None
+        self.live: LiveSteps | None = None  # the engine's live steps (the token runs' steps), set by it
 
     def count_query(self, state: RequestState, hits: list[int]) -> None:
         """One (re)admission's lookup, as vLLM counts it: its prompt and outputs queried, its cached tokens hit
@@ -209,7 +211,7 @@ class PrefixCachingKV(KVCache):
         # known tokens (the last one sampled may be in flight)
         known = num_tokens_after
         runs = state.token_runs
-        if self.async_step is not None and runs and runs[-2] + runs[-1] == self.async_step:
+        if self.async_step is not None and runs and self.live.last_token_at(runs, self.async_step - 1):
             known = min(known, state.num_tokens - 1)
         full = known // self.block_size
         if full > state.num_hashed_blocks and state.request.hash_ids is not None:

@@ -23,6 +23,7 @@ from servesim.engine.resolve import resolve_config, too_long
 from servesim.engine.result import PrefixCacheStats, SimResult
 from servesim.engine.steplog import StepLog
 from servesim.engine.timelines import timelines_from_states
+from servesim.engine.token_runs import LiveSteps
 from servesim.errors import ConfigError
 from servesim.policies import Scheduler, SchedulerOutput, make_scheduler, policy_class
 
@@ -70,7 +71,7 @@ class Engine:
 
     __slots__ = ("policy", "config", "cost", "sched", "kv", "running", "record", "keep_records", "reasons", "steps",
                  "emit", "records_left",
-                 "log", "fast", "states", "rejected", "arriving", "arrival_times", "nxt", "next_arrival", "now",
+                 "log", "live", "fast", "states", "rejected", "arriving", "arrival_times", "nxt", "next_arrival", "now",
                  "step", "n_done", "arrivals",
                  "release", "preemptions", "swap_seconds_per_block", "check_invariants", "_sink", "followers",
                  "pending", "num_served", "until", "max_concurrency", "in_flight", "backlog", "passed")
@@ -100,9 +101,12 @@ class Engine:
             if max_records == 0:
                 self.stop_recording()
         self.log = StepLog(prefix_caching=prefix)
+        self.live = LiveSteps()  # the steps someone decoded in: token runs step over the others
+        if prefix:
+            self.kv.live = self.live
         self.fast = (FastPath(cost, self.kv.block_size, not self.sched.reserves_lifetime_kv,
                               cfg.policy == "priority" or self.sched.cohort_whole, self.sched.decodes_ahead,
-                              self.kv if prefix else None) if fast else StepByStep())
+                              self.live, self.kv if prefix else None) if fast else StepByStep())
         order = sorted(range(len(requests)), key=lambda i: (requests[i].arrival_time, i))
         self.states = [RequestState(requests[i], i) for i in order]
         # requests longer than max_model_len fail at once, as vLLM rejects them; they never reach the queue
@@ -276,6 +280,7 @@ class Engine:
         if self.keep_records:
             scheduled = fast.scheduled(running, self.step, tuple(scheduled_entries(items, out)))
         observed = self.release_finished() if self.release else []
+        self.live.mark(decodes_ahead + num_decodes > 0)
         finished = fast.finishing(self, end)
         finished += self.advance(items, out, end)
         if self.sched.end_step is not None:
@@ -330,7 +335,7 @@ class Engine:
             s.num_computed_tokens += k
             if s.num_computed_tokens == s.request.prompt_len + s.num_output_tokens:  # reached num_tokens: sample
                 s.num_output_tokens += 1
-                s.sampled(step)
+                s.sampled(step, 1, self.live)
                 s.sampled_since_admission = True
                 if s.num_output_tokens == s.request.output_len:
                     s.finish_time = end
@@ -349,7 +354,7 @@ class Engine:
     def result(self) -> SimResult:
         cfg = self.config
         step_log = self.log.freeze(self.kv.usable_blocks)
-        clock = TokenClock(step_log.end_time)  # the same floats as each step's `end`
+        clock = TokenClock(step_log.end_time, self.live.skip())  # the same floats as each step's `end`
         self.fast.close()
         timelines = timelines_from_states(self.states, clock)
         kv = self.kv

@@ -203,14 +203,17 @@ class StepRecord:
 class TokenClock:
     """The end time of every step of a run, shared by all its timelines: a token sampled in step i came at
     `ends[i]`. Timelines keep step indices, in runs, instead of a float per token (a million requests' tokens
-    would not fit in memory as Python floats)."""
+    would not fit in memory as Python floats). `skip`: the steps in which nobody decoded, which a timeline's runs
+    step over (`servesim.engine.token_runs`); None: runs are of consecutive steps."""
 
-    __slots__ = ("ends",)
+    __slots__ = ("ends", "skip")
 
-    def __init__(self, ends: np.ndarray) -> None:
+    def __init__(self, ends: np.ndarray, skip: np.ndarray | None = None) -> None:
         self.ends = ends
+        self.skip = skip if skip is not None and skip.any() else None
 
     def times(self, runs: tuple[int, ...]) -> tuple[float, ...]:
+        """The token times of runs of consecutive steps (a `RequestTimeline`'s `token_steps`)."""
         out: list[float] = []
         ends = self.ends
         for i in range(0, len(runs), 2):
@@ -218,7 +221,9 @@ class TokenClock:
         return tuple(out)
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, TokenClock) and (self is other or np.array_equal(self.ends, other.ends))
+        return isinstance(other, TokenClock) and (self is other or (
+            np.array_equal(self.ends, other.ends) and (self.skip is None) == (other.skip is None)
+            and (self.skip is None or np.array_equal(self.skip, other.skip))))
 
     __hash__ = None
 

@@ -7,6 +7,10 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from servesim.engine.token_runs import LiveSteps
 
 
 class RequestStatus(enum.Enum):
@@ -143,10 +147,11 @@ class RequestState:
             return 0
         return self.request.prompt_len + self.num_output_tokens - self.num_computed_tokens
 
-    def sampled(self, step: int, count: int = 1) -> None:
-        """Record `count` tokens sampled in consecutive steps from `step`."""
+    def sampled(self, step: int, count: int, live: LiveSteps) -> None:
+        """Record `count` tokens sampled from `step` on, in it and the next count - 1 live steps
+        (`servesim.engine.token_runs`: steps in which nobody decoded do not break a run)."""
         runs = self.token_runs
-        if runs and runs[-2] + runs[-1] == step:
+        if live.extends(runs, step):
             runs[-1] += count
         else:
             runs += (step, count)

@@ -12,6 +12,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from servesim.engine.records import RequestTimeline, TokenClock
+from servesim.engine.token_runs import expand
 
 FLOAT_COLUMNS = ("arrival_time", "first_scheduled_time", "finish_time", "time_preempted")
 INT_COLUMNS = ("prompt_len", "output_len", "priority", "num_preemptions", "num_prefill_chunks", "num_cached_tokens",
@@ -20,9 +21,11 @@ INT_COLUMNS = ("prompt_len", "output_len", "priority", "num_preemptions", "num_p
 
 class Timelines(Sequence[RequestTimeline]):
     """Requests in workload order. `first_scheduled_time` and `finish_time` are NaN where the timeline has None;
-    request i's tokens are runs[run_offsets[i]:run_offsets[i + 1]] (first step, count, first step, count, ...)."""
+    request i's tokens are runs[run_offsets[i]:run_offsets[i + 1]] (first step, count, first step, count, ...),
+    over the clock's live steps (`servesim.engine.token_runs`); `step_runs()` gives them as runs of consecutive
+    steps."""
 
-    __slots__ = ("ids", *FLOAT_COLUMNS, *INT_COLUMNS, "run_offsets", "runs", "clock")
+    __slots__ = ("ids", *FLOAT_COLUMNS, *INT_COLUMNS, "run_offsets", "runs", "clock", "_steps")
 
     def __init__(self, ids: list[str], columns: dict[str, np.ndarray], run_offsets: np.ndarray, runs: np.ndarray,
                  clock: TokenClock | None) -> None:
@@ -30,6 +33,18 @@ class Timelines(Sequence[RequestTimeline]):
         for name in (*FLOAT_COLUMNS, *INT_COLUMNS):
             setattr(self, name, columns[name])
         self.run_offsets, self.runs, self.clock = run_offsets, runs, clock
+        self._steps: tuple[np.ndarray, np.ndarray, TokenClock | None] | None = None
+
+    def step_runs(self) -> tuple[np.ndarray, np.ndarray]:
+        """(runs, run_offsets) with every run of consecutive steps: the runs expanded over the steps they skip
+        (nobody decoded in them), built once."""
+        if self._steps is None:
+            clock = self.clock
+            if clock is None or clock.skip is None:
+                self._steps = (self.runs, self.run_offsets, clock)
+            else:  # (their clock skips nothing)
+                self._steps = (*expand(self.runs, self.run_offsets, clock.skip), TokenClock(clock.ends))
+        return self._steps[:2]
 
     @classmethod
     def of(cls, timelines: Sequence[RequestTimeline]) -> Timelines:
@@ -50,6 +65,8 @@ class Timelines(Sequence[RequestTimeline]):
         lengths = [len(r.token_steps) for r in timelines]
         runs = [v for r in timelines for v in r.token_steps]
         clock = next((r.clock for r in timelines if r.clock is not None), None)
+        if clock is not None and clock.skip is not None:  # token_steps are runs of consecutive steps
+            clock = TokenClock(clock.ends)
         return cls.from_lists([r.id for r in timelines], columns, lengths, runs, clock)
 
     @classmethod
@@ -74,12 +91,13 @@ class Timelines(Sequence[RequestTimeline]):
         if not 0 <= i < len(self):
             raise IndexError(i)
         first, finish = self.first_scheduled_time[i], self.finish_time[i]
+        runs, offsets = self.step_runs()
         return RequestTimeline(
             self.ids[i], float(self.arrival_time[i]), int(self.prompt_len[i]), int(self.output_len[i]),
             None if first != first else float(first),
-            tuple(self.runs[self.run_offsets[i]:self.run_offsets[i + 1]].tolist()),
+            tuple(runs[offsets[i]:offsets[i + 1]].tolist()),
             None if finish != finish else float(finish), int(self.num_preemptions[i]), int(self.priority[i]),
-            int(self.num_prefill_chunks[i]), float(self.time_preempted[i]), self.clock,
+            int(self.num_prefill_chunks[i]), float(self.time_preempted[i]), self._steps[2],
             int(self.num_cached_tokens[i]), None if self.cached_from[i] < 0 else self.ids[self.cached_from[i]],
         )
 
@@ -106,10 +124,12 @@ class Timelines(Sequence[RequestTimeline]):
             return len(self) == len(other) and all(a == b for a, b in zip(self, other))
         if not isinstance(other, Timelines):
             return NotImplemented
-        return (self.ids == other.ids and self.clock == other.clock
+        # the same tokens at the same steps, however the runs are kept (over live steps or consecutive ones)
+        mine, theirs = self.step_runs(), other.step_runs()
+        return (self.ids == other.ids and self._steps[2] == other._steps[2]
                 and all(np.array_equal(getattr(self, c), getattr(other, c), equal_nan=True) for c in FLOAT_COLUMNS)
                 and all(np.array_equal(getattr(self, c), getattr(other, c)) for c in INT_COLUMNS)
-                and np.array_equal(self.run_offsets, other.run_offsets) and np.array_equal(self.runs, other.runs))
+                and np.array_equal(mine[1], theirs[1]) and np.array_equal(mine[0], theirs[0]))
 
     __hash__ = None
 

@@ -97,11 +97,12 @@ def request_spans(result: SimResult, ids: set[str] | None = None) -> list[Span]:
     for p in result.preemptions:
         ledger[p.id].append(p)
     t = result.timelines
+    step_runs, offsets = t.step_runs()
     out: list[Span] = []
     for i, rid in enumerate(t.ids):
         if ids is not None and rid not in ids:
             continue
-        runs = t.runs[t.run_offsets[i]:t.run_offsets[i + 1]].tolist()
+        runs = step_runs[offsets[i]:offsets[i + 1]].tolist()
         spans = _queued(rid, float(t.arrival_time[i]), float(t.first_scheduled_time[i]), waits[rid], times)
         spans += _prefills(rid, chosen[rid], times)
         spans += _decodes(rid, runs, {st for st, e in chosen[rid] if e.kind.value == "prefill"}, times)
