@@ -90,8 +90,7 @@ class SGLangScheduler(Scheduler):
         if num_decoding_ahead:
             raise RuntimeError("the sglang policy takes no decodes ahead (a servesim bug)")
         self.out = out = SchedulerOutput()
-        for _ in range(self.step_index - self.last_step - 1):  # the fast path's decode steps, each decayed
-            self._decay()
+        self._decay(self.step_index - self.last_step - 1)  # the fast path's decode steps, each decayed
         self.last_step = self.step_index
         if self._prefill():
             out.forward_mode = "mixed" if any(s.sampled_since_admission for s in out.scheduled) else "prefill"
@@ -219,8 +218,15 @@ class SGLangScheduler(Scheduler):
         for s in running:
             self._take_decode(s)
 
-    def _decay(self) -> None:
-        self.ratio = max(self.ratio - self.sg.ratio_decay, self.sg.ratio_min)
+    def _decay(self, times: int = 1) -> None:
+        """One decode step's decay, `times` over (one subtraction each, as SGLang makes them: the same floats)."""
+        ratio, decay, low = self.ratio, self.sg.ratio_decay, self.sg.ratio_min
+        for _ in range(times):
+            if ratio <= low:  # at the floor it stays
+                ratio = low
+                break
+            ratio = max(ratio - decay, low)
+        self.ratio = ratio
 
     def _decode_pages(self, reqs) -> int:
         ps = self.sg.page_size
