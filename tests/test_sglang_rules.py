@@ -229,3 +229,83 @@ def test_radix_tree_of_runs_is_the_tree_of_their_tuples(ops, evict):
             got.append((n, tree.match(key, end)[0], tree.evictable, tree.protected))
         assert got[0] == got[1]
     assert trees[0].evict(evict) == trees[1].evict(evict) and trees[0].size == trees[1].size
+
+
+def _paths(tree: RadixCache) -> set:
+    """Every node of the tree as the tokens from the root to its end, with its lock count."""
+    out, stack = set(), [((), tree.root)]
+    while stack:
+        path, node = stack.pop()
+        for child in node.children.values():
+            p = path + tuple(child.key)
+            out.add((p, child.lock))
+            stack.append((p, child))
+    return out
+
+
+def _evict_from_all_leaves(tree: RadixCache, num_tokens: int) -> int:
+    """The eviction as SGLang writes it: a heap of every evictable leaf, built at the call."""
+    import heapq
+
+    heap = [(n.last_access, i, n) for i, n in enumerate(tree.leaves()) if n.lock == 0]
+    heapq.heapify(heap)
+    freed, seq = 0, len(heap)
+    while freed < num_tokens and heap:
+        leaf = heapq.heappop(heap)[2]
+        parent = leaf.parent
+        del parent.children[leaf.key[0]]
+        freed += len(leaf.key)
+        if parent is not tree.root and not parent.children and parent.lock == 0:
+            seq += 1
+            heapq.heappush(heap, (parent.last_access, seq, parent))
+    return freed
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["insert", "lock", "unlock", "match", "evict"]),
+                          st.lists(st.integers(0, 2), min_size=1, max_size=6), st.integers(0, 12)),
+                min_size=1, max_size=30))
+def test_radix_eviction_heap_kept_across_calls_is_the_heap_of_all_leaves(ops):
+    """The heap kept across evictions evicts what a heap of every evictable leaf, built at each call, would."""
+    import copy
+
+    tree, held = RadixCache(), []
+    for op, key, n in ops:
+        key = tuple(key)
+        if op == "insert":
+            tree.insert(key)
+        elif op == "lock":
+            node = tree.match(key)[1]
+            tree.lock(node)
+            held.append(node)
+        elif op == "unlock" and held:
+            tree.unlock(held.pop(n % len(held)))
+        elif op == "match":
+            tree.match(key)
+        elif op == "evict":
+            reference = copy.deepcopy(tree)
+            expected = _evict_from_all_leaves(reference, n)
+            assert tree.evict(n) == expected
+            assert _paths(tree) == _paths(reference)
+            held = [h for h in held if h.parent is not None]  # (a held node is locked: never evicted)
+
+
+@settings(max_examples=100, deadline=None)
+@given(workloads())
+def test_requests_without_tokens_skip_the_tree_only_where_that_changes_nothing(case):
+    """In an unlimited pool a request with no token ids keeps its tokens out of the tree (`private`): the same run
+    as with every request in the tree, records and timelines alike (mixed with requests whose tokens can hit)."""
+    from dataclasses import replace
+
+    from servesim.policies.sglang import SGLangScheduler
+
+    reqs, sg = case
+    sg = replace(sg, max_total_num_tokens=None)
+    shortcut = simulate(reqs, EngineConfig(sglang=sg), "sglang", "unit", fast=False)
+    original = SGLangScheduler.private
+    SGLangScheduler.private = lambda self, s: False
+    try:
+        full = simulate(reqs, EngineConfig(sglang=sg), "sglang", "unit", fast=False)
+    finally:
+        SGLangScheduler.private = original
+    assert shortcut.steps == full.steps and shortcut.requests == full.requests

@@ -6,6 +6,13 @@ the cached tokens are not in the allocator's free count: a finished request's KV
 go (`evict`). A node's `lock` counts the running requests whose matched prefix runs through it (SGLang's
 `lock_ref`). Keys are tuples of token ids; a request with no spelled tokens gets a key no other request shares.
 Rules as read in SGLang 0.5.23's `mem_cache/radix_cache.py` (see docs/sglang.md).
+
+SGLang collects every evictable leaf into a heap at each eviction; servesim keeps one heap across evictions
+instead (`heap`), with an entry pushed whenever a node becomes an unlocked leaf or is touched as one, and entries
+that no longer hold (the node locked, grown a child, touched since or evicted) skipped when they come up. Two
+leaves never share an access time (one walk touches one path, and a new leaf is stamped after it, as SGLang's
+clock reads later for a node made after the walk), so the order is the same: the least recently used evictable
+leaf first (tests/test_sglang_rules.py checks it against a heap of all leaves).
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ class Node:
 class RadixCache:
     """Counts only: the tree knows how many tokens each node holds, not which KV slots (servesim keeps no slots)."""
 
-    __slots__ = ("root", "evictable", "protected", "clock")
+    __slots__ = ("root", "evictable", "protected", "clock", "heap", "nodes", "pushes")
 
     def __init__(self) -> None:
         self.root = Node()
@@ -34,6 +41,22 @@ class RadixCache:
         self.evictable = 0  # tokens in nodes no running request locks
         self.protected = 0  # tokens in locked nodes
         self.clock = 0  # access order (SGLang: time.monotonic); ties never happen
+        self.heap: list[tuple[int, int, Node]] = []  # (last access, push order, node): candidate leaves
+        self.nodes = 0  # nodes in the tree, the root aside (to keep the heap's stale entries few)
+        self.pushes = 0  # the heap's tie-breaker (two entries of one node at one access time)
+
+    def _offer(self, node: Node) -> None:
+        """`node` may be an evictable leaf now: give the heap an entry at its access time."""
+        if not node.children and not node.lock:
+            self.pushes += 1
+            heapq.heappush(self.heap, (node.last_access, self.pushes, node))
+            if len(self.heap) > 4 * self.nodes + 64:
+                self._compact()
+
+    def _compact(self) -> None:
+        """Drop the stale entries (one per node at most stays)."""
+        self.heap = [e for e in self.heap if _holds(e)]
+        heapq.heapify(self.heap)
 
     def _tick(self) -> int:
         self.clock += 1
@@ -58,13 +81,16 @@ class RadixCache:
                 break
             n += k
             node = child
+        self._offer(node)
         return n, node
 
     def _split(self, child: Node, k: int) -> Node:
         """Cut `child`'s edge after k tokens; the new upper node keeps the lock and the access time."""
         upper = Node(child.key[:k], child.parent, {child.key[k]: child}, child.lock, child.last_access)
         child.parent.children[child.key[0]] = upper
+        self.nodes += 1
         child.key, child.parent = child.key[k:], upper
+        self._offer(child)  # touched on the way here: its access time may be new
         return upper
 
     def insert(self, key: tuple, end: int | None = None) -> int:
@@ -84,6 +110,7 @@ class RadixCache:
             node.last_access = t
             node = node.parent
         root.last_access = t
+        self._offer(end)
         return n, end
 
     def _insert(self, key: tuple, end: int) -> tuple[int, Node]:
@@ -91,9 +118,11 @@ class RadixCache:
         while n < end:
             child = node.children.get(key[n])
             if child is None:
-                new = Node(key[n:end], node, {}, 0, t)
+                new = Node(key[n:end], node, {}, 0, self._tick())  # after the path (SGLang: a later time)
                 node.children[key[n]] = new
                 self.evictable += len(new.key)
+                self.nodes += 1
+                self._offer(new)
                 return n, new
             child.last_access = t
             k = _common(child.key, key, n, end)
@@ -101,6 +130,7 @@ class RadixCache:
                 child = self._split(child, k)
             n += k
             node = child
+        self._offer(node)
         return n, node
 
     def lock(self, node: Node) -> None:
@@ -117,26 +147,30 @@ class RadixCache:
             if node.lock == 0:
                 self.evictable += len(node.key)
                 self.protected -= len(node.key)
+                self._offer(node)
             node = node.parent
 
     def evict(self, num_tokens: int) -> int:
         """Free unlocked leaves, least recently used first, until `num_tokens` are freed (or none is left);
         returns the tokens freed (whole leaves: it can be more than asked)."""
-        heap = [(n.last_access, i, n) for i, n in enumerate(self._leaves()) if n.lock == 0]
-        heapq.heapify(heap)
-        freed, seq = 0, len(heap)  # seq: a tie-breaker in traversal order (deterministic)
+        heap, root, freed = self.heap, self.root, 0
         while freed < num_tokens and heap:
-            _, _, leaf = heapq.heappop(heap)
+            entry = heapq.heappop(heap)
+            if not _holds(entry):
+                continue
+            leaf = entry[2]
             parent = leaf.parent
             del parent.children[leaf.key[0]]
+            leaf.parent = None  # evicted: its other entries no longer hold
+            self.nodes -= 1
             freed += len(leaf.key)
             self.evictable -= len(leaf.key)
-            if parent is not self.root and not parent.children and parent.lock == 0:
-                seq += 1
-                heapq.heappush(heap, (parent.last_access, seq, parent))
+            if parent is not root:
+                self._offer(parent)
         return freed
 
-    def _leaves(self):
+    def leaves(self):
+        """The tree's leaves (for tests and checks)."""
         stack = [self.root]
         while stack:
             node = stack.pop()
@@ -207,6 +241,13 @@ class TokenRun:
 
     def __repr__(self) -> str:
         return f"TokenRun({self.first!r} x {self.n_first}, {self.then!r} x {self.n_then})"
+
+
+def _holds(entry: tuple[int, int, Node]) -> bool:
+    """A heap entry still names an evictable leaf at its access time."""
+    node = entry[2]
+    return (node.parent is not None and not node.children and not node.lock
+            and node.last_access == entry[0])
 
 
 def _common(edge: tuple, key: tuple, start: int, end: int) -> int:
