@@ -46,11 +46,6 @@ def resolve_sglang(cfg: EngineConfig) -> EngineConfig:
         raise ConfigError("preemption_mode, policy and enable_chunked_prefill are vLLM knobs: under policy sglang "
                           "use sglang.schedule_policy and sglang.chunked_prefill_size (None = chunking off)")
     sg = cfg.sglang or SGLangConfig()
-    if sg.max_total_num_tokens is not None:
-        # a request is admitted only if prompt + max_new + page_size < the whole pool: longer ones would wait
-        # forever, so they fail on arrival (servesim's guard; SGLang rejects beyond max_req_len)
-        longest = sg.max_total_num_tokens - 1 - sg.page_size
-        cfg = replace(cfg, max_model_len=min(cfg.max_model_len or longest, longest))
     if sg.chunked_prefill_size is None:
         # chunking off: the first prompt may exceed max_prefill_tokens, so the budget readers see is vLLM's
         # unchunked one (max_model_len)
@@ -316,9 +311,14 @@ class SGLangScheduler(Scheduler):
             full = self.keys[s] = prompt + (OUTPUT_TOKEN,) * (r.prompt_len + r.output_len - len(prompt))
         return full
 
+    def private(self, s: RequestState) -> bool:
+        """`s`'s tokens need no tree: a request with no token ids (its key is its own: nobody else can hit it) in
+        an unlimited pool (nothing is evicted, and nobody is retracted, so it never matches itself either)."""
+        return s.request.hash_ids is None and self.kv.free_blocks is None
+
     def match(self, s: RequestState) -> int:
         """Lock the longest cached prefix of `s` (never its last token); returns its length."""
-        if self.radix is None:
+        if self.radix is None or self.private(s):
             return 0
         n, node = self.radix.match(self.full_key(s), s.num_tokens - 1)
         self.radix.lock(node)
@@ -345,6 +345,9 @@ class SGLangScheduler(Scheduler):
         """Insert `s`'s computed tokens into the tree: its own copies of what was there already are freed, the
         rest moves into the tree; it keeps the whole as its locked prefix unless it finished."""
         n = s.num_computed_tokens
+        if self.private(s):  # (the tree would hold them, out of anyone's reach, for ever)
+            s.num_blocks = 0 if s.status is RequestStatus.FINISHED else n
+            return
         key = self.full_key(s)
         prefix = self.prefix_len(s)
         finished = s.status is RequestStatus.FINISHED
