@@ -152,7 +152,7 @@ def server_metrics(result: SimResult, percentiles: Sequence[float] = DEFAULT_PER
     rb, log = request_breakdown(result), step_log(result)
     hit = rb.num_preemptions > 0
     kv_mean = kv_max = None
-    usable = result.config.usable_blocks
+    usable = getattr(log, "usable_blocks", None) or result.config.usable_blocks  # (SGLang's pool: its pages)
     if usable is not None and log.duration.sum() > 0:
         used = log.free_blocks_after_schedule.astype(np.float64)
         used /= -usable

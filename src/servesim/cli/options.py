@@ -179,7 +179,9 @@ class SimOptions:
     enable_mixed_chunk: Annotated[bool, _opt("--enable-mixed-chunk", help="SGLang: decodes ride in a prefill "
                                              "chunk's batch.")] = False
     max_total_tokens: Annotated[int | None, _opt("--max-total-tokens", help="SGLang: the token pool's size. "
-                                                 "Default: unlimited.")] = None
+                                                 "Default: from GPU memory (roofline), else unlimited.")] = None
+    mem_fraction_static: Annotated[float | None, _opt("--mem-fraction-static", help="SGLang: (weights + KV "
+                                                      "pool) / GPU memory. Default: SGLang's for the GPU.")] = None
     page_size: Annotated[int | None, _opt("--page-size", help="SGLang: tokens per KV page. Default 1.")] = None
     disable_radix_cache: Annotated[bool, _opt("--disable-radix-cache", help="SGLang: no prefix (radix) "
                                               "cache.")] = False
@@ -365,7 +367,8 @@ class SimOptions:
                  "max_running_requests": self.max_running_requests, "schedule_policy": self.schedule_policy,
                  "schedule_conservativeness": self.schedule_conservativeness,
                  "enable_mixed_chunk": self.enable_mixed_chunk or None, "max_total_num_tokens": self.max_total_tokens,
-                 "page_size": self.page_size, "disable_radix_cache": self.disable_radix_cache or None}
+                 "page_size": self.page_size, "disable_radix_cache": self.disable_radix_cache or None,
+                 "mem_fraction_static": self.mem_fraction_static}
         given = {k: v for k, v in flags.items() if v is not None}
         if policy != "sglang":
             if given:

@@ -459,6 +459,21 @@ class Roofline:
         """vLLM's profiling forward pass at the full token budget: live MLP activations, plus float32 logits."""
         return max_num_batched_tokens * self._act_bytes + max_num_seqs * self.model.vocab_size * 4
 
+    def max_total_num_tokens(self, mem_fraction_static: float) -> int:
+        """KV tokens per GPU as SGLang sizes its token pool (`ModelRunner.profile_max_num_token`): the memory left
+        after the weights, less the (1 - mem_fraction_static) share SGLang keeps back for activations and CUDA
+        graphs, over the KV bytes of a token: (GPU memory x mem_fraction_static - weights) / KV bytes per token."""
+        if not 0 < mem_fraction_static <= 1:
+            raise ConfigError(f"sglang.mem_fraction_static must be in (0, 1], got {mem_fraction_static}")
+        free = self.gpu.memory_bytes * mem_fraction_static - self._weights
+        tokens = int(free // self.kv_bytes_per_token)
+        if tokens < 2:
+            raise ConfigError(
+                f"{self.model.name} does not fit on {self.gpu.name} at tp={self.tp}: weights "
+                f"{self._weights / 2**30:.1f} GiB per GPU, {self.gpu.memory_bytes * mem_fraction_static / 2**30:.1f}"
+                " GiB static; raise tp or sglang.mem_fraction_static")
+        return tokens
+
     def num_gpu_blocks(self, block_size: int, gpu_memory_utilization: float = 0.9,
                        max_num_batched_tokens: int = 2048, max_num_seqs: int = 256) -> int:
         """KV blocks per GPU, as vLLM derives them:

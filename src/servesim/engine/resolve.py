@@ -9,6 +9,7 @@ from servesim.cost import CostModel
 from servesim.engine.config import DEFAULT_BUDGET, DEFAULT_MAX_NUM_SEQS, EngineConfig
 from servesim.engine.kv import blocks_for
 from servesim.engine.request import Request
+from servesim.engine.sglang_config import SGLangConfig, with_token_pool
 from servesim.errors import ConfigError
 from servesim.policies import policy_class
 
@@ -44,6 +45,8 @@ def resolve_config(
                                   "(counting from 0); expected every request id once")
             seen[r.request_id] = i
     _check_after(requests)
+    if policy == "sglang":  # SGLang sizes its token pool itself (mem_fraction_static), before its other limits
+        config = replace(config, sglang=with_token_pool(config.sglang or SGLangConfig(), cost))
     config = policy_class(policy).configure(config)
     if not policy_class(policy).chunked:
         config = replace(config, enable_chunked_prefill=False)
@@ -51,11 +54,16 @@ def resolve_config(
     model_len = getattr(getattr(cost, "model", None), "max_position_embeddings", None)
     longest = max((r.prompt_len + r.output_len for r in requests), default=1)
     cfg = config.resolved(longest, budget, max_num_seqs, model_len)
+    if cfg.sglang is not None and cfg.sglang.max_total_num_tokens is not None:
+        # SGLang admits a request only if prompt + max_new + page_size < the whole pool: longer ones would wait
+        # forever, so they fail on arrival (servesim's guard; SGLang rejects beyond max_req_len)
+        fits = cfg.sglang.max_total_num_tokens - 1 - cfg.sglang.page_size
+        cfg = replace(cfg, max_model_len=min(cfg.max_model_len, fits))
     kv_bytes = getattr(cost, "kv_bytes_per_token", None)
     if kv_bytes:
         cfg = replace(cfg, kv_bytes_per_token=kv_bytes)
     derive = getattr(cost, "num_gpu_blocks", None)
-    if cfg.num_gpu_blocks is None and callable(derive):
+    if cfg.num_gpu_blocks is None and callable(derive) and policy != "sglang":
         cfg = replace(cfg, num_gpu_blocks=derive(cfg.block_size, cfg.gpu_memory_utilization,
                                                  cfg.max_num_batched_tokens, cfg.max_num_seqs))
     if cfg.enable_prefix_caching:

@@ -16,9 +16,11 @@ CLIP_MAX_NEW_TOKENS = 4096  # SGLang's SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION def
 
 @dataclass(frozen=True, slots=True)
 class SGLangConfig:
-    # the token-level KV pool (SGLang's token_to_kv_pool); None = unlimited, or derived from GPU memory by a cost
-    # model that can (servesim's derivation with page_size-token blocks)
+    # the token-level KV pool (SGLang's token_to_kv_pool); None = derived from GPU memory by a cost model that knows
+    # the model and GPU (`mem_fraction_static`, as SGLang sizes it at start-up), else unlimited (the toy cost)
     max_total_num_tokens: int | None = None
+    # (weights + KV pool) / GPU memory; None = SGLang's default for the GPU (`default_mem_fraction_static`)
+    mem_fraction_static: float | None = None
     page_size: int = 1
     chunked_prefill_size: int | None = 8192  # None (SGLang: -1) = chunking off
     max_prefill_tokens: int = 16384
@@ -46,6 +48,11 @@ class SGLangConfig:
         for name in ("enable_mixed_chunk", "disable_radix_cache"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"sglang.{name} must be true or false, got {getattr(self, name)!r}")
+        if self.mem_fraction_static is not None and (
+                isinstance(self.mem_fraction_static, bool) or not isinstance(self.mem_fraction_static, int | float)
+                or not 0 < self.mem_fraction_static <= 1):
+            raise ConfigError(f"sglang.mem_fraction_static must be a number in (0, 1], got "
+                              f"{self.mem_fraction_static!r}")
         for name in ("schedule_conservativeness", "init_new_token_ratio", "min_new_token_ratio",
                      "new_token_ratio_decay"):
             v = getattr(self, name)
@@ -72,6 +79,47 @@ class SGLangConfig:
         if self.new_token_ratio_decay is not None:
             return self.new_token_ratio_decay
         return (self.ratio_init - self.ratio_min) / 600
+
+
+def cuda_graph_max_bs(gpu_memory_mib: float, tp: int) -> int:
+    """SGLang's default `cuda_graph_max_bs` for a GPU's memory (`ServerArgs._handle_gpu_memory_settings`)."""
+    if gpu_memory_mib < 20 * 1024:  # T4, 4080
+        return 8
+    if gpu_memory_mib < 35 * 1024:  # A10, 4090
+        return 24 if tp < 4 else 80
+    if gpu_memory_mib < 60 * 1024:  # A100 40GB, L40
+        return 32 if tp < 4 else 160
+    if gpu_memory_mib < 160 * 1024:  # H100, A100 80GB, H200
+        return 256 if tp < 4 else 512
+    return 512  # B200, MI300X
+
+
+def default_mem_fraction_static(sg: SGLangConfig, gpu_memory_bytes: int, tp: int) -> float:
+    """SGLang's `mem_fraction_static` when none is given (`ServerArgs._handle_gpu_memory_settings`): the GPU's
+    memory less a reserve, in MiB, of 512 (attention metadata) + 1.5 per prefill token of the largest chunk (at
+    least 2048; activations) + 2 per CUDA-graph batch slot + 128 per GPU of TP, at least 10 GiB on GPUs over
+    60 GiB; as a fraction rounded to 3 places. An H100 80GB at TP 1 with 8192-token chunks: 512 + 12288 + 512 +
+    128 = 13440 MiB, so round(68480 / 81920, 3) = 0.836."""
+    mib = gpu_memory_bytes / 2**20
+    chunk = sg.chunked_prefill_size if sg.chunked_prefill_size is not None else sg.max_prefill_tokens
+    reserved = 512 + max(chunk, 2048) * 1.5 + cuda_graph_max_bs(mib, tp) * 2 + tp / 8 * 1024
+    if mib > 60 * 1024:
+        reserved = max(reserved, 10 * 1024)
+    return round((mib - reserved) / mib, 3)
+
+
+def with_token_pool(sg: SGLangConfig, cost: object) -> SGLangConfig:
+    """`max_total_num_tokens` from the cost model's GPU and model when it is not given, at the given or default
+    `mem_fraction_static` (a cost model that cannot size a pool, the toy cost, leaves it unlimited)."""
+    derive = getattr(cost, "max_total_num_tokens", None)
+    if sg.max_total_num_tokens is not None or not callable(derive):
+        return sg
+    from dataclasses import replace
+
+    mfs = sg.mem_fraction_static
+    if mfs is None:
+        mfs = default_mem_fraction_static(sg, cost.gpu.memory_bytes, cost.tp)
+    return replace(sg, mem_fraction_static=mfs, max_total_num_tokens=derive(mfs))
 
 
 def _int(name: str, value: object, low: int) -> None:

@@ -1,0 +1,73 @@
+"""SGLang's token pool sized from GPU memory, as SGLang sizes it at start-up (`mem_fraction_static`)."""
+
+import pytest
+
+from servesim.cost import get_cost_model
+from servesim.engine import simulate
+from servesim.engine.config import EngineConfig
+from servesim.engine.request import Request
+from servesim.engine.sglang_config import SGLangConfig, default_mem_fraction_static
+from servesim.errors import ConfigError
+
+GiB = 2**30
+
+
+def test_default_mem_fraction_static_follows_sglangs_reserve():
+    # H100 80GB, TP 1, 8192-token chunks: 512 + 8192 x 1.5 + 256 CUDA-graph slots x 2 + 1/8 x 1024 = 13440 MiB
+    # held back: round((81920 - 13440) / 81920, 3) = 0.836
+    assert default_mem_fraction_static(SGLangConfig(), 80 * GiB, 1) == 0.836
+    # TP 4 on the same GPU: 512 CUDA-graph slots and 4/8 x 1024: 512 + 12288 + 1024 + 512 = 14336 -> 0.825
+    assert default_mem_fraction_static(SGLangConfig(), 80 * GiB, 4) == 0.825
+    # a 40 GB A100 with 2048-token chunks: 512 + 3072 + 32 x 2 + 128 = 3776 MiB (no 10 GiB floor under 60 GiB):
+    # round((40960 - 3776) / 40960, 3) = 0.908
+    assert default_mem_fraction_static(SGLangConfig(chunked_prefill_size=2048), 40 * GiB, 1) == 0.908
+    # the same on an 80 GB GPU reaches the 10 GiB floor: round((81920 - 10240) / 81920, 3) = 0.875
+    assert default_mem_fraction_static(SGLangConfig(chunked_prefill_size=2048), 80 * GiB, 1) == 0.875
+
+
+def test_token_pool_from_gpu_memory():
+    # Llama-3-8B on an H100 80GB: 16,059,990,016 bytes of weights, 32 layers x 2 x 8 KV heads x 128 x 2 B =
+    # 131,072 bytes of KV a token: (80 GiB x 0.836 - weights) // 131072 = 425,352 tokens
+    cost = get_cost_model("roofline", model="llama-3-8b", gpu="h100-80gb")
+    assert (cost.weight_bytes, cost.kv_bytes_per_token) == (16_059_990_016, 131_072)
+    assert cost.max_total_num_tokens(0.836) == 425_352
+    r = simulate([Request("a", 0.0, 100, 4)], None, "sglang", cost, record="summary")
+    sg = r.config.sglang
+    assert (sg.mem_fraction_static, sg.max_total_num_tokens) == (0.836, 425_352)
+    assert r.config.max_model_len == 8192  # the model's context, not the pool's
+    assert r.step_log.usable_blocks == 425_352  # pages of one token
+    # given: used as given (0.5: (40 GiB - weights) // 131072 = 205,152)
+    r = simulate([Request("a", 0.0, 100, 4)], EngineConfig(sglang=SGLangConfig(mem_fraction_static=0.5)), "sglang",
+                 cost, record="summary")
+    assert r.config.sglang.max_total_num_tokens == (40 * GiB - 16_059_990_016) // 131_072 == 205_152
+
+
+def test_pool_left_alone_when_given_or_unknowable():
+    cost = get_cost_model("roofline", model="llama-3-8b", gpu="h100-80gb")
+    r = simulate([Request("a", 0.0, 100, 4)], EngineConfig(sglang=SGLangConfig(max_total_num_tokens=1000)),
+                 "sglang", cost, record="summary")
+    assert r.config.sglang.max_total_num_tokens == 1000 and r.config.sglang.mem_fraction_static is None
+    r = simulate([Request("a", 0.0, 100, 4)], None, "sglang", "toy", record="summary")
+    assert r.config.sglang.max_total_num_tokens is None  # the toy cost knows no GPU: unlimited
+
+
+def test_bad_mem_fraction_static_is_refused():
+    with pytest.raises(ConfigError, match="mem_fraction_static must be a number in"):
+        SGLangConfig(mem_fraction_static=1.5)
+    cost = get_cost_model("roofline", model="llama-3-8b", gpu="h100-80gb")
+    with pytest.raises(ConfigError, match="does not fit"):  # 8 GiB cannot hold 16 GB of weights
+        simulate([Request("a", 0.0, 100, 4)], EngineConfig(sglang=SGLangConfig(mem_fraction_static=0.1)), "sglang",
+                 cost, record="summary")
+
+
+def test_mem_fraction_static_flag(monkeypatch, capsys):
+    from helpers import cli
+
+    args = ("run", "--workload", "seed", "--model", "llama-3-8b", "--gpu", "h100-80gb")
+    code, _, err = cli(monkeypatch, capsys, *args, "--policy", "sglang", "--mem-fraction-static", "0.5")
+    assert code == 0, err
+    code, _, err = cli(monkeypatch, capsys, *args, "--mem-fraction-static", "0.5")
+    assert code == 2 and "--mem-fraction-static is an SGLang server option: add --policy sglang" in err
+    code, _, err = cli(monkeypatch, capsys, *args, "--policy", "sglang", "--mem-fraction-static", "0")
+    assert code == 2 and "sglang.mem_fraction_static must be a number in (0, 1], got 0" in err
+    assert len(err.strip().splitlines()) == 1
