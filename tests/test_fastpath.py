@@ -175,7 +175,8 @@ def sglang_workloads(draw):
                       chunked_prefill_size=chunk, max_prefill_tokens=draw(st.sampled_from([16, 64, 16384])),
                       max_running_requests=draw(st.integers(1, 8)),
                       enable_mixed_chunk=chunk is not None and draw(st.booleans()),
-                      disable_radix_cache=not radix, schedule_policy=draw(st.sampled_from(["fcfs", "lpm"])))
+                      disable_radix_cache=not radix,
+                      schedule_policy=draw(st.sampled_from(["fcfs", "lpm", "lof", "random", "dfs-weight"])))
     return reqs, EngineConfig(sglang=sg)
 
 

@@ -69,3 +69,10 @@ def test_sglang_server_flags(tmp_path, monkeypatch, capsys):
     code, _, err = cli(monkeypatch, capsys, "run", "--policy", "sglang", "--workload", "seed",
                        "--schedule-policy", "dfs")
     assert code == 2 and "schedule_policy 'dfs'" in err
+
+
+def test_lesson_note_names_sglangs_flags(monkeypatch, capsys):
+    code, _, err = cli(monkeypatch, capsys, "run", "--policy", "sglang", "--workload", "seed")
+    assert code == 0 and err == ("servesim: note: seed: the lesson's settings, max_running_requests 8, "
+                                 "chunked_prefill_size 256 (override with --max-running-requests "
+                                 "--chunked-prefill-size)\n")

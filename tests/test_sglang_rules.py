@@ -128,6 +128,38 @@ def test_s8_lpm_longest_match_first_and_in_batch_prefix_last(policy, order):
     assert {e["id"]: e["cached_tokens"] for e in t[1]["scheduled"]}["x1"] == 40
 
 
+def test_dfs_weight_heaviest_subtree_first():
+    # w0 and w1 cache X and Y (40 tokens each) and finish at step 0. At step 1 the queue is u, y1, x1, y2: y1 and
+    # y2 end their match at Y's node (weight 2), x1 at X's (weight 1), u (no tokens) at the root. Depth first,
+    # heavier subtree first: Y's requests, X's, then the root's own; fcfs keeps the queue; lpm sorts by match
+    # (40, 40, 40, 0), stably.
+    x, y = [[1, 40]], [[9, 40]]
+    orders = {}
+    for policy in ("fcfs", "lpm", "dfs-weight"):
+        _, t = steps(scenario([("w0", 0, 44, 1, x + [[2, 4]]), ("w1", 0, 44, 1, y + [[6, 4]]), ("u", 1, 44, 1),
+                               ("y1", 1, 44, 1, y + [[3, 4]]), ("x1", 1, 44, 1, x + [[5, 4]]),
+                               ("y2", 1, 44, 1, y + [[4, 4]])],
+                              chunked_prefill_size=1024, radix_cache=True, policy=policy))
+        assert t[0]["finished"] == ["w0", "w1"]
+        orders[policy] = [e["id"] for e in t[1]["scheduled"]]
+    assert orders == {"fcfs": ["u", "y1", "x1", "y2"], "lpm": ["y1", "x1", "y2", "u"],
+                      "dfs-weight": ["y1", "y2", "x1", "u"]}
+
+
+@pytest.mark.parametrize("seed", [0, 1, 7])
+def test_random_policy_shuffles_the_queue_with_its_seed(seed):
+    # four requests wait at step 0: the batch takes them in the order random.Random(seed).shuffle gives the queue
+    reqs = [Request(n, 0.0, 4, 2) for n in "abcd"]
+    sg = SGLangConfig(schedule_policy="random", random_seed=seed, max_total_num_tokens=1000)
+    result = simulate(reqs, EngineConfig(sglang=sg), "sglang", "unit")
+    expected = list("abcd")
+    import random
+
+    random.Random(seed).shuffle(expected)
+    assert [e.id for e in result.steps[0].scheduled] == expected
+    assert result.steps == simulate(reqs, EngineConfig(sglang=sg), "sglang", "unit").steps  # same seed, same run
+
+
 def test_s9_radix_hits_by_token_dedup_and_evictable():
     # a (10 tokens) finishes at step 1: its 10 + 1 tokens stay in the tree (evictable, not free): 89 free.
     # b shares a's 10 tokens: a 10-token hit (no block rule), 5 computed: 84. c1, c2 (same 10 tokens, one batch)
@@ -156,7 +188,7 @@ def test_vllm_only_knobs_are_refused():
     with pytest.raises(ConfigError, match="sglang section"):
         simulate(reqs, EngineConfig(sglang=SGLangConfig()), "vllm", "unit")
     with pytest.raises(ConfigError, match="schedule_policy"):
-        SGLangConfig(schedule_policy="dfs-weight")
+        SGLangConfig(schedule_policy="dfs")
 
 
 @st.composite
@@ -175,7 +207,8 @@ def workloads(draw):
                       max_running_requests=draw(st.integers(1, 6)),
                       enable_mixed_chunk=chunk is not None and draw(st.booleans()),
                       disable_radix_cache=draw(st.booleans()),
-                      schedule_policy=draw(st.sampled_from(["fcfs", "lpm"])))
+                      schedule_policy=draw(st.sampled_from(["fcfs", "lpm", "lof", "random", "dfs-weight"])),
+                      random_seed=draw(st.integers(0, 3)))
     return reqs, sg
 
 

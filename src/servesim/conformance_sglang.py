@@ -45,7 +45,8 @@ def _check_config(doc: InputDoc, c: Any) -> None:
         elif key == "chunked_prefill_size":
             ok, expected = v is None or (is_int(v) and v >= 1), "an integer >= 1, or null (chunking off)"
         elif key == "policy":
-            ok, expected = v in ("fcfs", "lpm", "lof"), '"fcfs", "lpm" or "lof"'
+            # (not random: SGLang's shuffles draw on Python's global random, which its other parts share)
+            ok, expected = v in ("fcfs", "lpm", "lof", "dfs-weight"), '"fcfs", "lpm", "lof" or "dfs-weight"'
         elif key == "schedule_conservativeness":
             ok, expected = is_real(v) and 0 <= v < math.inf, "a finite number >= 0"
         else:

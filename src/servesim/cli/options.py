@@ -172,8 +172,10 @@ class SimOptions:
                                                    "prefill batch. Default 16384.")] = None
     max_running_requests: Annotated[int | None, _opt("--max-running-requests", help="SGLang: requests running at "
                                                      "once. Default 1024.")] = None
-    schedule_policy: Annotated[str | None, _opt("--schedule-policy", help="SGLang: fcfs | lpm | lof. Default "
-                                                "fcfs.")] = None
+    schedule_policy: Annotated[str | None, _opt("--schedule-policy", help="SGLang: fcfs | lpm | lof | random | "
+                                                "dfs-weight. Default fcfs.")] = None
+    random_seed: Annotated[int | None, _opt("--random-seed", help="SGLang: the random policy's seed. "
+                                            "Default 0.")] = None
     schedule_conservativeness: Annotated[float | None, _opt("--schedule-conservativeness", help="SGLang: the "
                                                             "new-token ratio's scale. Default 1.0.")] = None
     enable_mixed_chunk: Annotated[bool, _opt("--enable-mixed-chunk", help="SGLang: decodes ride in a prefill "
@@ -368,7 +370,7 @@ class SimOptions:
                  "schedule_conservativeness": self.schedule_conservativeness,
                  "enable_mixed_chunk": self.enable_mixed_chunk or None, "max_total_num_tokens": self.max_total_tokens,
                  "page_size": self.page_size, "disable_radix_cache": self.disable_radix_cache or None,
-                 "mem_fraction_static": self.mem_fraction_static}
+                 "mem_fraction_static": self.mem_fraction_static, "random_seed": self.random_seed}
         given = {k: v for k, v in flags.items() if v is not None}
         if policy != "sglang":
             if given:
@@ -395,8 +397,11 @@ class SimOptions:
         from servesim.defaults import lesson_settings
         from servesim.policies import policy_class
 
-        applied = {k: v for k, v in lesson_settings(self.workload_name(), policy_class(policy).chunked).items()
-                   if getattr(self, k) is None}
+        names = {"max_num_seqs": "max_running_requests", "max_num_batched_tokens": "chunked_prefill_size"}
+        settings = lesson_settings(self.workload_name(), policy_class(policy).chunked)
+        if policy == "sglang":  # the same sizes under SGLang's names (`from_vllm_sizes`)
+            settings = {names.get(k, k): v for k, v in settings.items()}
+        applied = {k: v for k, v in settings.items() if getattr(self, k) is None}
         if not applied:
             return None
         return (f"{self.workload}: the lesson's settings, " + ", ".join(f"{k} {v}" for k, v in applied.items())

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from servesim.errors import ConfigError
 
-SCHEDULE_POLICIES = ("fcfs", "lpm", "lof")
+SCHEDULE_POLICIES = ("fcfs", "lpm", "lof", "random", "dfs-weight")
 CLIP_MAX_NEW_TOKENS = 4096  # SGLang's SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION default: caps each reservation
 
 
@@ -25,7 +25,8 @@ class SGLangConfig:
     chunked_prefill_size: int | None = 8192  # None (SGLang: -1) = chunking off
     max_prefill_tokens: int = 16384
     max_running_requests: int = 1024  # servesim's default (SGLang derives it from the pool at start-up)
-    schedule_policy: str = "fcfs"  # fcfs | lpm | lof
+    schedule_policy: str = "fcfs"  # fcfs | lpm | lof | random | dfs-weight
+    random_seed: int = 0  # SGLang's --random-seed: the random policy's shuffles (SGLang: random when not given)
     schedule_conservativeness: float = 1.0
     enable_mixed_chunk: bool = False
     disable_radix_cache: bool = False
@@ -39,6 +40,7 @@ class SGLangConfig:
     def __post_init__(self) -> None:
         for name in ("page_size", "max_prefill_tokens", "max_running_requests", "retract_decode_steps"):
             _int(name, getattr(self, name), 1)
+        _int("random_seed", self.random_seed, 0)
         for name in ("max_total_num_tokens", "chunked_prefill_size"):
             if getattr(self, name) is not None:
                 _int(name, getattr(self, name), 1)

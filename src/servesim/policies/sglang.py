@@ -11,6 +11,7 @@ does not fit retracts requests (fewest outputs first) to the back of the queue. 
 
 from __future__ import annotations
 
+import random
 from dataclasses import replace
 
 from servesim.engine.config import EngineConfig
@@ -79,6 +80,7 @@ class SGLangScheduler(Scheduler):
         self.locks: dict[RequestState, tuple] = {}  # radix: each holder's locked (node, prefix length)
         self.keys: dict[RequestState, tuple] = {}  # radix: each request's prompt tokens
         self.extended: list[RequestState] = []  # this step's prefill rows, inserted into the tree after it
+        self.rng = random.Random(sg.random_seed)  # schedule_policy random
 
     # -- the iteration ------------------------------------------------------------------------------------------
     def schedule(self, num_decoding_ahead: int = 0) -> SchedulerOutput:
@@ -284,6 +286,38 @@ class SGLangScheduler(Scheduler):
                     else:
                         shadow.insert(key)
             waiting.sort(key=lambda s: float("inf") if s in later else -match[s])
+        elif policy == "random":
+            self.rng.shuffle(waiting)
+        elif policy == "dfs-weight" and self.radix is not None:
+            waiting[:] = self._dfs_weight_order(waiting)
+
+    def _dfs_weight_order(self, waiting: list[RequestState]) -> list[RequestState]:
+        """dfs-weight: each waiting request weighs on the node its cached prefix ends in; the tree is walked depth
+        first, heavier subtrees first (ties in the tree's child order), a node's own requests after its
+        subtrees (in queue order)."""
+        at: dict[int, list[RequestState]] = {}
+        for s in waiting:
+            node = self.radix.root if self.private(s) else self.radix.match(self.key(s, s.num_tokens)[:-1])[1]
+            at.setdefault(id(node), []).append(s)
+        weight: dict[int, int] = {}
+        post, stack = [], [self.radix.root]
+        while stack:  # every node, parents before children; summed children first below
+            node = stack.pop()
+            post.append(node)
+            stack.extend(node.children.values())
+        for node in reversed(post):
+            weight[id(node)] = len(at.get(id(node), ())) + sum(weight[id(c)] for c in node.children.values())
+        order: list[RequestState] = []
+        visit = [(self.radix.root, False)]
+        while visit:
+            node, done = visit.pop()
+            if done:
+                order += at.get(id(node), ())
+                continue
+            visit.append((node, True))
+            children = sorted(node.children.values(), key=lambda c: -weight[id(c)])
+            visit.extend((c, False) for c in reversed(children))
+        return order
 
     # -- the radix cache --------------------------------------------------------------------------------------
     def key(self, s: RequestState, n: int) -> tuple:
