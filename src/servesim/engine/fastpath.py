@@ -123,13 +123,17 @@ class FastPath:
             return False
         clock = engine.step - cohort.paused
         growth = cohort.growth(clock)
-        if (kv.free_blocks is not None and growth > kv.free_blocks) or (self.priority and n < len(running)):
+        short = kv.free_blocks is not None and growth > kv.free_blocks
+        if (short and self.decodes_first) or (self.priority and n < len(running)):
             cohort.leave_all(running, clock)
             return False
         sched = engine.sched
         if not self.decodes_first and (len(sched.waiting) and not sched.swapped or sched.chunked_req is not None):
             if not self._prefill_first(engine, n, clock):
                 return False
+        if short and not self._make_room(engine, growth):  # (a prefill-first policy's decode step)
+            cohort.leave_all(running, clock)
+            return False
         self.n, self.growth = n, growth
         if not self.aggregate:
             self.contexts = cohort.contexts(running, clock)
@@ -145,7 +149,7 @@ class FastPath:
         cohort's members, so the cohort pauses for it and keeps them. Else (or with every step's reasons to
         record) the members leave, up to date, for schedule() to see."""
         ask = getattr(engine.sched, "cohort_step", None)
-        mode = ask() if ask is not None and n == len(engine.running) and not engine.reasons else None
+        mode = ask(engine.step, clock) if ask is not None and n == len(engine.running) and not engine.reasons else None
         if mode == "decode":
             return True
         if mode == "prefill":
@@ -153,6 +157,15 @@ class FastPath:
         else:
             self.cohort.leave_all(engine.running, clock)
         return False
+
+    @staticmethod
+    def _make_room(engine: Engine, growth: int) -> bool:
+        """The cohort's decode step does not fit the free pool: a policy whose decode step evicts its prefix
+        cache for room (SGLang's `update_running_batch`) makes it now, as that step would; False if it cannot
+        (schedule() then retracts, seeing everyone) or the policy does not."""
+        if not getattr(engine.sched, "decode_evicts", False):
+            return False
+        return engine.kv.make_room(growth)
 
     def decodes_ahead(self, engine: Engine) -> int:
         """The cohort's decodes are this step's first n, their blocks taken from the pool before schedule()."""

@@ -69,7 +69,7 @@ class RadixCache:
         node.last_access = t
         end = len(key) if end is None else end
         while n < end:
-            child = node.children.get(key[n])
+            child = node.children.get(_token(key, n))
             if child is None:
                 break
             child.last_access = t
@@ -84,12 +84,31 @@ class RadixCache:
         self._offer(node)
         return n, node
 
+    def peek(self, key: tuple, end: int) -> tuple[int, int]:
+        """What match(key, end) then lock() would give, touching nothing: the cached prefix's length, and the
+        tokens the lock would take out of the evictable count (its path's unlocked nodes; a node the match ends
+        inside counts only the matched part, as the split would leave it)."""
+        node, n, unlocked = self.root, 0, 0
+        while n < end:
+            child = node.children.get(_token(key, n))
+            if child is None:
+                break
+            k = _common(child.key, key, n, end)
+            if not child.lock:
+                unlocked += k
+            n += k
+            if k < len(child.key):
+                break
+            node = child
+        return n, unlocked
+
     def _split(self, child: Node, k: int) -> Node:
         """Cut `child`'s edge after k tokens; the new upper node keeps the lock and the access time."""
-        upper = Node(child.key[:k], child.parent, {child.key[k]: child}, child.lock, child.last_access)
-        child.parent.children[child.key[0]] = upper
+        key = child.key
+        upper = Node(_part(key, 0, k), child.parent, {_token(key, k): child}, child.lock, child.last_access)
+        child.parent.children[_token(key, 0)] = upper
         self.nodes += 1
-        child.key, child.parent = child.key[k:], upper
+        child.key, child.parent = _part(key, k, len(key)), upper
         self._offer(child)  # touched on the way here: its access time may be new
         return upper
 
@@ -116,10 +135,10 @@ class RadixCache:
     def _insert(self, key: tuple, end: int) -> tuple[int, Node]:
         node, n, t = self.root, 0, self._tick()
         while n < end:
-            child = node.children.get(key[n])
+            child = node.children.get(_token(key, n))
             if child is None:
-                new = Node(key[n:end], node, {}, 0, self._tick())  # after the path (SGLang: a later time)
-                node.children[key[n]] = new
+                new = Node(_part(key, n, end), node, {}, 0, self._tick())  # after the path (SGLang: later)
+                node.children[_token(key, n)] = new
                 self.evictable += len(new.key)
                 self.nodes += 1
                 self._offer(new)
@@ -160,7 +179,7 @@ class RadixCache:
                 continue
             leaf = entry[2]
             parent = leaf.parent
-            del parent.children[leaf.key[0]]
+            del parent.children[_token(leaf.key, 0)]
             leaf.parent = None  # evicted: its other entries no longer hold
             self.nodes -= 1
             freed += len(leaf.key)
@@ -243,6 +262,21 @@ class TokenRun:
         return f"TokenRun({self.first!r} x {self.n_first}, {self.then!r} x {self.n_then})"
 
 
+def _token(key, n: int):
+    """key[n] (a run's without the general indexing's checks: the tree's most frequent question)."""
+    if type(key) is TokenRun:
+        return key.first if n < key.n_first else key.then
+    return key[n]
+
+
+def _part(key, start: int, stop: int):
+    """key[start:stop], 0 <= start <= stop <= len(key) (a run's made directly)."""
+    if type(key) is TokenRun:
+        a = max(0, min(stop, key.n_first) - start)
+        return TokenRun(key.first, a, key.then, stop - start - a)
+    return key[start:stop]
+
+
 def _holds(entry: tuple[int, int, Node]) -> bool:
     """A heap entry still names an evictable leaf at its access time."""
     node = entry[2]
@@ -253,9 +287,11 @@ def _holds(entry: tuple[int, int, Node]) -> bool:
 def _common(edge: tuple, key: tuple, start: int, end: int) -> int:
     """Tokens `edge` shares with `key[start:end]`, from the first."""
     n = min(len(edge), end - start)
+    if type(edge) is TokenRun and type(key) is TokenRun:
+        return _runs_common(edge, key, start, n)
     a = edge if n == len(edge) else edge[:n]
     b = key if start == 0 and n == len(key) else key[start:start + n]
-    if a == b:  # the usual case, compared in C (or run by run)
+    if a == b:  # the usual case, compared in C
         return n
     if isinstance(a, TokenRun) and isinstance(b, TokenRun):
         return _run_common(a._segments(), b._segments())
@@ -263,6 +299,18 @@ def _common(edge: tuple, key: tuple, start: int, end: int) -> int:
     while i < n and edge[i] == key[start + i]:
         i += 1
     return i
+
+
+def _runs_common(edge: TokenRun, key: TokenRun, start: int, n: int) -> int:
+    """Tokens `edge` shares with key[start:start + n] from the first, stepping from one run boundary to the next
+    (at most four steps, no slices made)."""
+    i, ef, kf = 0, edge.n_first, key.n_first
+    while i < n:
+        j = start + i
+        if (edge.first if i < ef else edge.then) != (key.first if j < kf else key.then):
+            return i
+        i += min(ef - i if i < ef else n - i, kf - j if j < kf else n - i, n - i)
+    return n
 
 
 def _run_common(a: tuple, b: tuple) -> int:

@@ -11,6 +11,7 @@ does not fit retracts requests (fewest outputs first) to the back of the queue. 
 
 from __future__ import annotations
 
+import functools
 import random
 from dataclasses import replace
 
@@ -60,6 +61,7 @@ def resolve_sglang(cfg: EngineConfig) -> EngineConfig:
 class SGLangScheduler(Scheduler):
     name = "sglang"
     prefix_caching = False  # its radix cache is its own (`servesim.engine.radix_cache`), not vLLM's block cache
+    decode_evicts = True  # a decode step evicts the radix cache for its slots (update_running_batch)
     decodes_ahead = False  # a prefill step runs no decode: the fast path steps aside while anyone waits
     cohort_whole = True  # the fast path takes the decode cohort only when it is the whole running batch
 
@@ -81,6 +83,10 @@ class SGLangScheduler(Scheduler):
         self.keys: dict[RequestState, tuple] = {}  # radix: each request's prompt tokens
         self.extended: list[RequestState] = []  # this step's prefill rows, inserted into the tree after it
         self.rng = random.Random(sg.random_seed)  # schedule_policy random
+        # the fast path's decode cohort: its clock in a prefill step it sits out (members' outputs are behind:
+        # num_output_tokens + clock - decoding_since), set by cohort_step for the next schedule() only
+        self.member_clock: int | None = None
+        self.pending_reserve: float | None = None  # the reserve cohort_step summed for that schedule()
 
     # -- the iteration ------------------------------------------------------------------------------------------
     def schedule(self, num_decoding_ahead: int = 0) -> SchedulerOutput:
@@ -102,6 +108,11 @@ class SGLangScheduler(Scheduler):
             self.ratio = self.sg.ratio_init  # fully idle: the ratio starts over
         out.new_token_ratio = self.ratio  # after this step's decay (or retraction)
         out.chunked_request = self.chunked_req.request_id if self.chunked_req is not None else None
+        self.pending_reserve = None
+        if self.member_clock is not None:
+            self.member_clock = None
+            if out.forward_mode != "prefill":
+                raise RuntimeError("sglang: a prefill step the fast path was told of built no batch (a servesim bug)")
         return out
 
     def _prefill(self) -> bool:
@@ -162,7 +173,7 @@ class SGLangScheduler(Scheduler):
         return True
 
     # -- what the engine's fast path may ask (servesim.engine.fastpath) ----------------------------------------
-    def cohort_step(self) -> str | None:
+    def cohort_step(self, step: int, clock: int) -> str | None:
         """What the next schedule() does with the running batch, when it can tell without reading the running
         requests (the fast path keeps them as a decode cohort whose fields are behind): "decode" when no prefill
         batch can be tried (everyone decodes, if their slots fit), "prefill" when one is sure to be built and the
@@ -175,9 +186,42 @@ class SGLangScheduler(Scheduler):
             if sg.max_running_requests - len(self.running) <= 0:
                 self.batch_is_full = True  # as _prefill sets it
                 return "decode"
-        if sg.enable_mixed_chunk or self.kv.free_blocks is not None or sg.page_size != 1:
+        if sg.enable_mixed_chunk or sg.page_size != 1:
             return None
+        if self.kv.free_blocks is not None and not self._sure_to_admit(step, clock):
+            return None
+        self.member_clock = clock
         return "prefill"
+
+    def _sure_to_admit(self, step: int, clock: int) -> bool:
+        """A bounded pool: the next prefill batch is sure to be built. The chunked request always goes in; else
+        the head of the queue (fcfs or lof: an order that reads neither the tree nor the generator) must pass
+        add_one's memory check, computed without touching the tree, at the ratio schedule() will have."""
+        if self.chunked_req is not None:
+            return True
+        policy = self.sg.schedule_policy
+        if policy == "random" or (self.radix is not None and policy not in ("fcfs", "lof")):
+            return False
+        waiting = self.waiting
+        head = max(waiting, key=lambda s: s.request.output_len) if policy == "lof" else waiting[0]
+        cached = unlocked = 0
+        if self.radix is not None and not self.private(head):
+            cached, unlocked = self.radix.peek(self.full_key(head), head.num_tokens - 1)
+        max_new = min(max(head.request.output_len - head.num_output_tokens, 0), CLIP_MAX_NEW_TOKENS)
+        total = head.num_tokens - cached + max_new + self.sg.page_size
+        ratio = _decayed(self.ratio, step - self.last_step - 1, self.sg)
+        self.pending_reserve = self.reserve(ratio, clock)  # the same sum the batch's Adder takes next
+        return total < (self.kv.available - unlocked) - (0 + self.pending_reserve)
+
+    def reserve(self, ratio: float, clock: int | None = None) -> float:
+        """What the running requests may still need: min(max_new - outputs, 4096) x new_token_ratio each, summed
+        in running order (the decode cohort's members read at `clock`)."""
+        if clock is None:
+            return sum(min(s.request.output_len - s.num_output_tokens, CLIP_MAX_NEW_TOKENS) * ratio
+                       for s in self.running)
+        return sum(min(s.request.output_len - s.num_output_tokens - (clock - s.decoding_since
+                                                                      if s.decoding_since >= 0 else 0),
+                       CLIP_MAX_NEW_TOKENS) * ratio for s in self.running)
 
     def decode_ratios(self, step: int, k: int) -> list[float]:
         """new_token_ratio in force at steps step .. step+k-1, decode steps the fast path runs without schedule()
@@ -216,14 +260,7 @@ class SGLangScheduler(Scheduler):
             self._take_decode(s)
 
     def _decay(self, times: int = 1) -> None:
-        """One decode step's decay, `times` over (one subtraction each, as SGLang makes them: the same floats)."""
-        ratio, decay, low = self.ratio, self.sg.ratio_decay, self.sg.ratio_min
-        for _ in range(times):
-            if ratio <= low:  # at the floor it stays
-                ratio = low
-                break
-            ratio = max(ratio - decay, low)
-        self.ratio = ratio
+        self.ratio = _decayed(self.ratio, times, self.sg)
 
     def _decode_pages(self, reqs) -> int:
         ps = self.sg.page_size
@@ -420,6 +457,39 @@ class SGLangScheduler(Scheduler):
             self.on_finish(s)
 
 
+def _decayed(ratio: float, times: int, sg: SGLangConfig) -> float:
+    """`times` decode steps' decay (one subtraction each, as SGLang makes them: the same floats). A ratio on the
+    path down from the initial one (the usual case: it starts there and goes back there when idle) is looked
+    up on that path, made once."""
+    decay, low = sg.ratio_decay, sg.ratio_min
+    path, where = _decay_path(sg.ratio_init, decay, low)
+    i = where.get(ratio)
+    if i is not None:
+        return path[min(i + times, len(path) - 1)]
+    for _ in range(times):
+        if ratio <= low:  # at the floor it stays
+            return low
+        ratio = max(ratio - decay, low)
+    return ratio
+
+
+@functools.lru_cache(maxsize=8)
+def _decay_path(init: float, decay: float, low: float) -> tuple[list[float], dict[float, int]]:
+    """The ratios from `init` down to the floor, one decode step apart, and each one's position (the first)."""
+    if init <= low or decay <= 0:  # (then the step-by-step loop decides)
+        return [init], {}
+    path, ratio = [init], init
+    while ratio > low and len(path) < 1_000_000:
+        ratio = max(ratio - decay, low)
+        path.append(ratio)
+    if path[-1] > low:  # (too slow a decay to list)
+        return path, {}
+    where: dict[float, int] = {}
+    for i, r in enumerate(path):
+        where.setdefault(r, i)
+    return path, where
+
+
 class WaitingQueue(list):
     """SGLang's waiting_queue: a list in arrival order, re-sorted by the policy; retracted requests go last."""
 
@@ -440,8 +510,8 @@ class Adder:
         # unlimited pool the reserve changes nothing: not summed, so the fast path's cohort is not read)
         self.rem_total_offset = mixed_rows
         if sched.kv.free_blocks is not None:
-            self.rem_total_offset += sum(
-                min(s.request.output_len - s.num_output_tokens, CLIP_MAX_NEW_TOKENS) * ratio for s in sched.running)
+            reserve = sched.pending_reserve
+            self.rem_total_offset += reserve if reserve is not None else sched.reserve(ratio, sched.member_clock)
         self.cur_rem_offset = mixed_rows
         self.rem_input = sg.max_prefill_tokens - mixed_rows
         self.rem_chunk = None if sg.chunked_prefill_size is None else sg.chunked_prefill_size - mixed_rows
