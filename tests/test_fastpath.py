@@ -233,3 +233,37 @@ def test_toy_decode_sums_are_the_step_by_step_sums(overhead, decode, counts):
         assert str(got) == str(ms / 1000.0)
         assert str(cost.decode_stretch(n, 0, 2)) == str([cost.step_time(StepShape((1,) * n, (0,) * n, (True,) * n,
                                                                                   n))] * 2)
+
+
+def test_sglang_bounded_pool_keeps_the_cohort_through_prefills_and_evictions(monkeypatch):
+    """A small token pool full of radix cache: prefill steps the fast path is sure of pause the cohort (its
+    members' reserve read at its clock), and decode steps short of slots evict the tree for them, as a
+    step-by-step run does; both happen here, and the runs are the same."""
+    from servesim.engine.fastpath import FastPath
+    from servesim.engine.sglang_config import SGLangConfig
+    from servesim.policies.sglang import SGLangScheduler
+
+    taken = {"prefill": 0, "room": 0}
+    sure, room = SGLangScheduler._sure_to_admit, FastPath._make_room
+
+    def counted_sure(self, step, clock):
+        ok = sure(self, step, clock)
+        taken["prefill"] += ok
+        return ok
+
+    def counted_room(engine, growth):
+        ok = room(engine, growth)
+        taken["room"] += ok
+        return ok
+
+    monkeypatch.setattr(SGLangScheduler, "_sure_to_admit", counted_sure)
+    monkeypatch.setattr(FastPath, "_make_room", staticmethod(counted_room))
+    # 24 requests, 20-token prompts with 4..27 outputs, one every 1.5 steps, into a 200-token pool: finished
+    # requests' tokens stay in the tree until a decode or a prefill needs the room
+    reqs = [Request(f"r{i}", 1.5 * i, 20, 4 + (7 * i) % 24) for i in range(24)]
+    cfg = EngineConfig(sglang=SGLangConfig(max_total_num_tokens=200, max_running_requests=6))
+    slow = simulate(reqs, cfg, "sglang", "unit", record="steps", fast=False)
+    fast = simulate(reqs, cfg, "sglang", "unit", record="steps", fast=True)
+    same_timelines(fast, slow)
+    same_records(fast, slow)
+    assert taken["prefill"] > 0 and taken["room"] > 0

@@ -16,37 +16,47 @@ and the metrics read.
 
 from __future__ import annotations
 
-from array import array
+from bisect import bisect_left, bisect_right
 
 import numpy as np
 
 
 class LiveSteps:
-    """The engine's count of live steps as it runs: `upto[t]` = live steps <= t."""
+    """The engine's steps as it runs them, kept as the list of skipped ones (steps nobody decoded in: few, or
+    every other step under SGLang); `upto(t)` = live steps <= t."""
 
-    __slots__ = ("upto",)
+    __slots__ = ("skipped", "steps")
 
     def __init__(self) -> None:
-        self.upto = array("q")
+        self.skipped: list[int] = []  # increasing
+        self.steps = 0
 
     def mark(self, live: bool) -> None:
         """The next step: live (someone decoded in it) or not."""
-        upto = self.upto
-        upto.append((upto[-1] if upto else 0) + live)
+        if not live:
+            self.skipped.append(self.steps)
+        self.steps += 1
 
     def mark_live(self, k: int) -> None:
         """The next k steps are live (a stretch of decodes)."""
-        upto = self.upto
-        last = upto[-1] if upto else 0
-        upto.extend(range(last + 1, last + k + 1))
+        self.steps += k
+
+    def upto(self, t: int) -> int:
+        return t + 1 - bisect_right(self.skipped, t)
+
+    def is_skipped(self, t: int) -> bool:
+        skipped = self.skipped
+        i = bisect_left(skipped, t)
+        return i < len(skipped) and skipped[i] == t
 
     def extends(self, runs: list[int], step: int) -> bool:
         """A token in `step` continues the last of `runs` (`step` is live and the run's next live step)."""
-        upto = self.upto
         if not runs:
             return False
-        u = upto[step]
-        return u == upto[runs[-2]] + runs[-1] and u != (upto[step - 1] if step else 0)
+        start, count = runs[-2], runs[-1]
+        if not self.skipped or self.skipped[-1] < start:  # nothing skipped since the run began
+            return start + count == step
+        return not self.is_skipped(step) and self.upto(step) == self.upto(start) + count
 
     def last_token_at(self, runs: list[int], step: int) -> bool:
         """The last of `runs` ends with a token in `step`."""
@@ -55,13 +65,15 @@ class LiveSteps:
         start, count = runs[-2], runs[-1]
         if count == 1:
             return start == step
-        upto = self.upto
-        return upto[step] == upto[start] + count - 1 and upto[step] != (upto[step - 1] if step else 0)
+        if not self.skipped or self.skipped[-1] < start:
+            return start + count - 1 == step
+        return not self.is_skipped(step) and self.upto(step) == self.upto(start) + count - 1
 
     def skip(self) -> np.ndarray:
         """Per step: True where nobody decoded."""
-        upto = np.frombuffer(self.upto, np.int64) if len(self.upto) else np.zeros(0, np.int64)
-        return np.diff(upto, prepend=0) == 0
+        mask = np.zeros(self.steps, bool)
+        mask[np.array(self.skipped, np.int64)] = True
+        return mask
 
 
 def expand(runs: np.ndarray, offsets: np.ndarray, skip: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -11,7 +11,6 @@ does not fit retracts requests (fewest outputs first) to the back of the queue. 
 
 from __future__ import annotations
 
-import functools
 import random
 from dataclasses import replace
 
@@ -78,6 +77,7 @@ class SGLangScheduler(Scheduler):
         self.chunked_req: RequestState | None = None
         self.batch_is_full = False  # SGLang's running_batch.batch_is_full: no prefill is tried until it shrinks
         self.ratio = sg.ratio_init
+        self.decay_path = decay_path(sg)  # new_token_ratio's way down, one decode step apart (S5)
         self.last_step = -1  # the last step schedule() decided (the steps between were the fast path's decodes)
         self.locks: dict[RequestState, tuple] = {}  # radix: each holder's locked (node, prefix length)
         self.keys: dict[RequestState, tuple] = {}  # radix: each request's prompt tokens
@@ -209,7 +209,7 @@ class SGLangScheduler(Scheduler):
             cached, unlocked = self.radix.peek(self.full_key(head), head.num_tokens - 1)
         max_new = min(max(head.request.output_len - head.num_output_tokens, 0), CLIP_MAX_NEW_TOKENS)
         total = head.num_tokens - cached + max_new + self.sg.page_size
-        ratio = _decayed(self.ratio, step - self.last_step - 1, self.sg)
+        ratio = _decayed(self.ratio, step - self.last_step - 1, self.decay_path)
         self.pending_reserve = self.reserve(ratio, clock)  # the same sum the batch's Adder takes next
         return total < (self.kv.available - unlocked) - (0 + self.pending_reserve)
 
@@ -260,7 +260,7 @@ class SGLangScheduler(Scheduler):
             self._take_decode(s)
 
     def _decay(self, times: int = 1) -> None:
-        self.ratio = _decayed(self.ratio, times, self.sg)
+        self.ratio = _decayed(self.ratio, times, self.decay_path)
 
     def _decode_pages(self, reqs) -> int:
         ps = self.sg.page_size
@@ -457,12 +457,13 @@ class SGLangScheduler(Scheduler):
             self.on_finish(s)
 
 
-def _decayed(ratio: float, times: int, sg: SGLangConfig) -> float:
+def _decayed(ratio: float, times: int, decay_path: tuple) -> float:
     """`times` decode steps' decay (one subtraction each, as SGLang makes them: the same floats). A ratio on the
     path down from the initial one (the usual case: it starts there and goes back there when idle) is looked
     up on that path, made once."""
-    decay, low = sg.ratio_decay, sg.ratio_min
-    path, where = _decay_path(sg.ratio_init, decay, low)
+    if not times:
+        return ratio
+    path, where, decay, low = decay_path
     i = where.get(ratio)
     if i is not None:
         return path[min(i + times, len(path) - 1)]
@@ -473,21 +474,22 @@ def _decayed(ratio: float, times: int, sg: SGLangConfig) -> float:
     return ratio
 
 
-@functools.lru_cache(maxsize=8)
-def _decay_path(init: float, decay: float, low: float) -> tuple[list[float], dict[float, int]]:
-    """The ratios from `init` down to the floor, one decode step apart, and each one's position (the first)."""
+def decay_path(sg: SGLangConfig) -> tuple[list[float], dict[float, int], float, float]:
+    """The ratios from the initial one down to the floor, one decode step apart, each one's position (the
+    first), and the decay and floor."""
+    init, decay, low = sg.ratio_init, sg.ratio_decay, sg.ratio_min
     if init <= low or decay <= 0:  # (then the step-by-step loop decides)
-        return [init], {}
+        return [init], {}, decay, low
     path, ratio = [init], init
     while ratio > low and len(path) < 1_000_000:
         ratio = max(ratio - decay, low)
         path.append(ratio)
     if path[-1] > low:  # (too slow a decay to list)
-        return path, {}
+        return path, {}, decay, low
     where: dict[float, int] = {}
     for i, r in enumerate(path):
         where.setdefault(r, i)
-    return path, where
+    return path, where, decay, low
 
 
 class WaitingQueue(list):
