@@ -167,7 +167,7 @@ def sglang_workloads(draw):
         p = sum(k for _, k in seg) if seg else draw(st.integers(1, 40))
         reqs.append(Request(f"r{i}", float(draw(st.integers(0, 30))) / 2, p, draw(st.integers(1, 30)),
                             hash_ids=tuple(t for t, k in seg for _ in range(k)) if seg else None,
-                            hash_block_size=1 if seg else None))
+                            hash_block_size=1 if seg else None, ignore_eos=draw(st.booleans())))
     radix = draw(st.booleans())
     chunk = draw(st.sampled_from([None, 8, 16, 64]))
     sg = SGLangConfig(max_total_num_tokens=draw(st.one_of(st.none(), st.integers(80, 300))),

@@ -160,6 +160,27 @@ def test_random_policy_shuffles_the_queue_with_its_seed(seed):
     assert result.steps == simulate(reqs, EngineConfig(sglang=sg), "sglang", "unit").steps  # same seed, same run
 
 
+@pytest.mark.parametrize("a_eos, radix, admitted", [(True, False, 40), (False, False, 1), (True, True, 1)])
+def test_ignore_eos_admission_runs_everyone_to_the_end(a_eos, radix, admitted):
+    # pool 100, b (10 + 40, ignore_eos) arrives at step 1 beside a (10 + 40, decoding: at step 1 it holds 10 slots
+    # and has 1 output; 90 free). Radix cache off, ignore_eos: b must fit now (10 <= 90) and the pool must last if
+    # both ran to the end, least left first: a has 40 x 1.0 - 1 = 39 left (ignore_eos: ratio 1), b 40; with b's
+    # 10 taken, 80 - 2 x 39 = 2 <= 1 x 2 (SGLang's reserve per request): no token, the batch is full, and b waits
+    # for a's last token (step 39): admitted at step 40. If a is not ignore_eos its 40 x 0.7 - 1 = 27 leaves
+    # 80 - 54 = 26, then 80 + 11 - 40 = 51: admitted at step 1; with the radix cache on, b takes the usual path
+    # (10 + 40 + 1 = 51 < 90 - 39 x 0.7 = 62.7): step 1.
+    sc = scenario([("a", 0, 10, 40), ("b", 1, 10, 40)], max_total_num_tokens=100, chunked_prefill_size=64,
+                  radix_cache=radix)
+    sc["requests"][0]["ignore_eos"] = a_eos
+    sc["requests"][1]["ignore_eos"] = True
+    result, t = steps(sc)
+    first = {e["id"]: s["step"] for s in t for e in s["scheduled"] if e["kind"] == "prefill"}
+    assert first["b"] == admitted
+    if admitted == 40:
+        assert {w.id: w.reason for w in result.steps[1].waiting} == {"b": Reason.NO_TOKEN}
+        assert t[39]["finished"] == ["a"]
+
+
 def test_s9_radix_hits_by_token_dedup_and_evictable():
     # a (10 tokens) finishes at step 1: its 10 + 1 tokens stay in the tree (evictable, not free): 89 free.
     # b shares a's 10 tokens: a 10-token hit (no block rule), 5 computed: 84. c1, c2 (same 10 tokens, one batch)
@@ -200,7 +221,7 @@ def workloads(draw):
         p = sum(k for _, k in seg) if seg else draw(st.integers(1, 40))
         reqs.append(Request(f"r{i}", float(draw(st.integers(0, 6))), p, draw(st.integers(1, 30)),
                             hash_ids=tuple(t for t, k in seg for _ in range(k)) if seg else None,
-                            hash_block_size=1 if seg else None))
+                            hash_block_size=1 if seg else None, ignore_eos=draw(st.booleans())))
     sg = SGLangConfig(max_total_num_tokens=draw(st.integers(80, 300)),
                       chunked_prefill_size=(chunk := draw(st.sampled_from([None, 8, 16, 64]))),
                       max_prefill_tokens=draw(st.sampled_from([16, 64, 16384])),

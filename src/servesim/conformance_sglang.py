@@ -71,8 +71,8 @@ def _check_request(doc: InputDoc, r: Any, i: int, seen: set) -> None:
     for key in ("prompt_len", "output_len"):
         if not is_int(r[key]) or r[key] < 1:
             doc.fail_type((*where, key), r[key], "an integer >= 1")
-    if r.get("ignore_eos", False) is not False:
-        doc.fail_type((*where, "ignore_eos"), r["ignore_eos"], "false (ignore_eos requests are not modelled)")
+    if not isinstance(r.get("ignore_eos", False), bool):
+        doc.fail_type((*where, "ignore_eos"), r["ignore_eos"], "true or false")
     seg = r.get("segments")
     if seg is not None:
         ok = isinstance(seg, list) and all(isinstance(x, list) and len(x) == 2 and is_int(x[0]) and is_int(x[1])
@@ -128,7 +128,7 @@ def scenario_requests(scenario: dict[str, Any]) -> list[Request]:
         seg = r.get("segments")
         ids = tuple(t for t, k in seg for _ in range(k)) if seg else None
         out.append(Request(r["id"], float(r["arrival_step"]), r["prompt_len"], r["output_len"], hash_ids=ids,
-                           hash_block_size=1 if ids else None))
+                           hash_block_size=1 if ids else None, ignore_eos=r.get("ignore_eos", False)))
     return out
 
 

@@ -70,6 +70,9 @@ class SimOptions:
                                                                              "128).")] = None
     random_range_ratio: Annotated[float | None, _opt("--random-range-ratio", help="...: lengths uniform in "
                                                      "[L(1-r), L(1+r)] (default 0).")] = None
+    ignore_eos: Annotated[bool, _opt("--ignore-eos", help="vllm bench serve's: every request generates to its "
+                                     "output length (servesim's always do); SGLang admits them apart, with its "
+                                     "radix cache off.")] = False
     random_prefix_len: Annotated[int | None, _opt("--random-prefix-len", help="...: the same tokens before every "
                                                   "prompt (default 0), which the prefix cache can serve.")] = None
     prefix_repetition_prefix_len: Annotated[int, _opt("--prefix-repetition-prefix-len", help="vllm bench serve's "
@@ -246,6 +249,12 @@ class SimOptions:
             kv_transfer_latency=(self.kv_transfer_latency_ms or 0.0) / 1000, record=record)
 
     def requests(self) -> list[Request]:
+        reqs = self._requests()
+        if self.ignore_eos:  # vllm bench serve's --ignore-eos (sglang.bench_serving's default)
+            reqs = [replace(r, ignore_eos=True) for r in reqs]
+        return reqs
+
+    def _requests(self) -> list[Request]:
         if self.workload_name() == MULTI_TURN:
             return self.conversations()
         reqs = workload_from_options(self.workload_name(), **self.loader_options())

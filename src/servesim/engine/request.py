@@ -51,6 +51,9 @@ class Request:
     # it arrives `think_time` seconds after that one's last token, and not before `arrival_time`
     after: str | None = None
     think_time: float = 0.0
+    # vLLM's and SGLang's sampling parameter: generate to output_len whatever the model samples. servesim's
+    # requests always do; SGLang's admission treats them apart (`servesim.policies.sglang`)
+    ignore_eos: bool = False
 
     def __post_init__(self) -> None:
         _check_count("prompt_len", self.prompt_len, 1)
@@ -67,6 +70,8 @@ class Request:
             raise ValueError(f"think_time must be a finite number of seconds >= 0, got {w!r}")
         if self.after == self.request_id:
             raise ValueError(f"request {self.request_id!r} cannot be sent after itself")
+        if not isinstance(self.ignore_eos, bool):
+            raise TypeError(f"ignore_eos must be true or false, got {self.ignore_eos!r}")
 
     @property
     def hashed_len(self) -> int:
@@ -94,6 +99,7 @@ def unchecked_requests(ids, arrival_time, prompt_len, output_len, priority, hash
         put(r, "hash_scope", "prompt")
         put(r, "after", None)
         put(r, "think_time", 0.0)
+        put(r, "ignore_eos", False)
         out.append(r)
     return out
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from servesim.errors import ConfigError
 
 SCHEDULE_POLICIES = ("fcfs", "lpm", "lof", "random", "dfs-weight")
+IGNORE_EOS_RESERVE_TOKENS = 1  # SGLang's: the tokens an ignore_eos admission keeps free per request still running
 CLIP_MAX_NEW_TOKENS = 4096  # SGLang's SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION default: caps each reservation
 
 

@@ -18,7 +18,7 @@ from servesim.engine.config import EngineConfig
 from servesim.engine.radix_cache import RadixCache, TokenRun
 from servesim.engine.records import Preemption, Reason
 from servesim.engine.request import RequestState, RequestStatus
-from servesim.engine.sglang_config import CLIP_MAX_NEW_TOKENS, SGLangConfig
+from servesim.engine.sglang_config import CLIP_MAX_NEW_TOKENS, IGNORE_EOS_RESERVE_TOKENS, SGLangConfig
 from servesim.engine.token_pool import TokenPool
 from servesim.errors import ConfigError
 from servesim.policies.base import Scheduler, SchedulerOutput
@@ -204,6 +204,8 @@ class SGLangScheduler(Scheduler):
             return False
         waiting = self.waiting
         head = max(waiting, key=lambda s: s.request.output_len) if policy == "lof" else waiting[0]
+        if head.request.ignore_eos and self.radix is None:  # (its own admission: schedule() decides)
+            return False
         cached = unlocked = 0
         if self.radix is not None and not self.private(head):
             cached, unlocked = self.radix.peek(self.full_key(head), head.num_tokens - 1)
@@ -212,6 +214,17 @@ class SGLangScheduler(Scheduler):
         ratio = _decayed(self.ratio, step - self.last_step - 1, self.decay_path)
         self.pending_reserve = self.reserve(ratio, clock)  # the same sum the batch's Adder takes next
         return total < (self.kv.available - unlocked) - (0 + self.pending_reserve)
+
+    def outputs(self, s: RequestState) -> int:
+        """`s`'s outputs so far (a decode cohort member's read at the cohort's clock in a step it sits out)."""
+        c = self.member_clock
+        return s.num_output_tokens + (c - s.decoding_since if c is not None and s.decoding_since >= 0 else 0)
+
+    def ignore_eos_state(self, s: RequestState) -> tuple[float, int]:
+        """add_one_req_ignore_eos's (tokens left, tokens held) of a request."""
+        outputs = self.outputs(s)
+        ratio = 1.0 if s.request.ignore_eos else self.ratio
+        return s.request.output_len * ratio - outputs, s.request.prompt_len + outputs
 
     def reserve(self, ratio: float, clock: int | None = None) -> float:
         """What the running requests may still need: min(max_new - outputs, 4096) x new_token_ratio each, summed
@@ -503,7 +516,7 @@ class Adder:
     """SGLang's PrefillAdder for one prefill batch: the three budgets, and the memory left after the offset."""
 
     __slots__ = ("sched", "rem_total_offset", "cur_rem_offset", "rem_input", "rem_chunk", "new_chunked", "why",
-                 "rows")
+                 "rows", "states")
 
     def __init__(self, sched: SGLangScheduler, mixed_rows: int) -> None:
         sg, ratio = sched.sg, sched.ratio
@@ -520,6 +533,7 @@ class Adder:
         self.new_chunked: RequestState | None = None
         self.why = ""
         self.rows: list[tuple[RequestState, int]] = []  # (request, pages): allocated once the batch is built
+        self.states: list[tuple[float, int]] | None = None  # ignore_eos admission: (tokens left, held), sorted
 
     @property
     def rem_total(self) -> float:
@@ -536,6 +550,8 @@ class Adder:
     def add_one(self, s: RequestState) -> Reason | None:
         """add_one_req: None to go on scanning, else why the scan stops (`s` admitted or not: see `out`)."""
         sched, ps = self.sched, self.sched.sg.page_size
+        if s.request.ignore_eos and sched.radix is None:
+            return self.add_one_ignore_eos(s)
         cached = sched.match(s)
         max_new = min(max(s.request.output_len - s.num_output_tokens, 0), CLIP_MAX_NEW_TOKENS)
         extend = s.num_tokens - cached
@@ -557,6 +573,49 @@ class Adder:
         s.num_computed_tokens = s.num_cached_tokens = s.num_blocks = cached
         if s.first_cached_tokens < 0:
             s.first_cached_tokens = cached
+        if s.num_preemptions:
+            sched.out.resumed.add(s)
+        self._commit(s, n, reserve)
+        return self._state()
+
+    def add_one_ignore_eos(self, s: RequestState) -> Reason | None:
+        """add_one_req_ignore_eos (the radix cache off): `s` must fit now, and the pool must last if every
+        request (running, in the batch, and `s`) ran to the end, the ones with least left finishing first and
+        giving back what they hold: left = max_new x ratio - outputs (ratio 1 for ignore_eos requests)."""
+        sched, ps = self.sched, self.sched.sg.page_size
+        extend = s.num_tokens
+        pages = -(-extend // ps) * ps
+        avail = sched.kv.available
+        if pages > min(avail - self.cur_rem_offset, avail - self.rem_total_offset):
+            self.why = f"needs {pages} tokens now, {max(0, int(avail - self.rem_total_offset))} left"
+            return Reason.NO_TOKEN
+        state = sched.ignore_eos_state
+        if self.states is None:
+            states = [state(r) for r in (s, *sched.running, *(r for r, _ in self.rows))]
+            self.states = sorted((x for x in states if x[0] > 0), key=lambda x: x[0])
+        elif (x := state(s))[0] > 0:
+            i = 0
+            for i in range(len(self.states)):  # (past the end it goes before the last one, as SGLang's loop does)
+                if x[0] <= self.states[i][0]:
+                    break
+            self.states.insert(i, x)
+        cur, freed, states = avail - self.cur_rem_offset - pages, 0, self.states
+        for i, (left, held) in enumerate(states):
+            bs = len(states) - i
+            if cur + freed - left * bs <= IGNORE_EOS_RESERVE_TOKENS * bs:
+                self.why = f"would run out if the {bs} with most left all ran to the end"
+                return Reason.NO_TOKEN
+            freed += held
+        n, reserve = extend, min(s.request.output_len, CLIP_MAX_NEW_TOKENS)
+        if self.rem_chunk is not None and extend > self.rem_chunk:
+            if self.rem_chunk <= 0:
+                self.why = "the chunk budget is spent"
+                return Reason.CHUNK_BUDGET
+            n, reserve = self.rem_chunk, 0
+            self.new_chunked = s
+        s.num_computed_tokens = s.num_cached_tokens = s.num_blocks = 0
+        if s.first_cached_tokens < 0:
+            s.first_cached_tokens = 0
         if s.num_preemptions:
             sched.out.resumed.add(s)
         self._commit(s, n, reserve)
