@@ -76,3 +76,12 @@ def test_lesson_note_names_sglangs_flags(monkeypatch, capsys):
     assert code == 0 and err == ("servesim: note: seed: the lesson's settings, max_running_requests 8, "
                                  "chunked_prefill_size 256 (override with --max-running-requests "
                                  "--chunked-prefill-size)\n")
+
+
+def test_explain_under_sglang_names_its_bounds_and_runs_the_unchunked_counterfactual(monkeypatch, capsys):
+    # the seed: L's first seven 256-token chunks stop at chunked_prefill_size (its eighth, 208, is what was left);
+    # unchunked, L runs as one 2000-token step (the counterfactual re-runs with chunked_prefill_size -1)
+    code, out, err = cli(monkeypatch, capsys, "explain", "--policy", "sglang", "--workload", "seed")
+    assert code == 0, err
+    assert "7 by the chunk budget (chunked_prefill_size 256)" in out
+    assert "Unchunked, L was prefilled in one 2000-token step" in out

@@ -71,3 +71,24 @@ def test_mem_fraction_static_flag(monkeypatch, capsys):
     code, _, err = cli(monkeypatch, capsys, *args, "--policy", "sglang", "--mem-fraction-static", "0")
     assert code == 2 and "sglang.mem_fraction_static must be a number in (0, 1], got 0" in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_ignore_eos_flag_reaches_sglangs_admission(tmp_path, monkeypatch, capsys):
+    # the rule's scenario (tests/test_sglang_rules.py) as a trace, toy cost (0.1 ms a prompt token, 1 ms a decode):
+    # a (10 + 40) at 0, b (10 + 40) at 0.5 ms while a's prompt runs (1 ms), a 100-token pool, radix cache off.
+    # Without --ignore-eos b prefills at 1-2 ms: TTFTs 1 and 1.5 ms, mean 1.25. With it b waits for a's last
+    # token (39 decode steps, 1-40 ms) and prefills at 40-41 ms: TTFT 40.5 ms, mean 20.75.
+    import json
+
+    from helpers import cli
+
+    trace = tmp_path / "t.csv"
+    trace.write_text("arrival_time,prompt_len,output_len,request_id\n0,10,40,a\n0.0005,10,40,b\n")
+    ttft = {}
+    for flags in ((), ("--ignore-eos",)):
+        out = tmp_path / "r.json"
+        code, _, err = cli(monkeypatch, capsys, "run", "--policy", "sglang", "--workload", str(trace), "--cost", "toy",
+                           "--max-total-tokens", "100", "--disable-radix-cache", "--json", str(out), *flags)
+        assert code == 0, err
+        ttft[flags] = json.loads(out.read_text())["mean_ttft_ms"]
+    assert ttft[()] == pytest.approx(1.25) and ttft[("--ignore-eos",)] == pytest.approx(20.75)

@@ -146,7 +146,12 @@ class Run:
 
         if self.workload is None or self.cost is None or not self.result.config.enable_chunked_prefill:
             return None
-        cfg = replace(self.result.config, enable_chunked_prefill=False, max_num_batched_tokens=None)
+        if self.result.policy == "sglang":
+            from servesim.policies.sglang import unchunked_config
+
+            cfg = unchunked_config(self.result.config)
+        else:
+            cfg = replace(self.result.config, enable_chunked_prefill=False, max_num_batched_tokens=None)
         return simulate(self.workload, cfg, self.result.policy, self.cost)
 
     def explain(self, request_id: str | None = None) -> str:

@@ -31,24 +31,29 @@ class Bound(str, enum.Enum):
     NOTHING = "nothing"  # every request present got all it asked for
 
 
-_KV = {Reason.KV_BLOCKS, Reason.PREEMPTED, Reason.ADMISSION_FROZEN}
+# SGLang's reasons count as the bound they are: no memory after the reserve, no request row, the chunk budget,
+# and the batch marked full (nothing joins until a request finishes, as a closed batch)
+_KV = {Reason.KV_BLOCKS, Reason.PREEMPTED, Reason.ADMISSION_FROZEN, Reason.NO_TOKEN}
+_SEATS = {Reason.MAX_NUM_SEQS, Reason.MAX_RUNNING_REQUESTS}
+_TOKENS = {Reason.TOKEN_BUDGET, Reason.CHUNK_BUDGET}
+_CLOSED = {Reason.BATCH_CLOSED, Reason.BATCH_FULL}
 
 
 def bound_by(step: StepRecord) -> Bound:
     reasons = {w.reason for w in step.waiting}
     if step.preempted or reasons & _KV:
         return Bound.KV_BLOCKS
-    if Reason.MAX_NUM_SEQS in reasons:
+    if reasons & _SEATS:
         return Bound.MAX_NUM_SEQS
     # a chunk short of what its request needs (the decode cohort's entries never are; prefix-cache hits are not
     # counted in num_computed_tokens_before, and were not needed)
     cut = any(e.num_scheduled_tokens < e.num_tokens_before - e.num_computed_tokens_before - e.num_cached_tokens
               for e in step.scheduled.rest)
-    if Reason.TOKEN_BUDGET in reasons or (cut and step.total_scheduled_tokens >= step.token_budget):
+    if reasons & _TOKENS or (cut and step.total_scheduled_tokens >= step.token_budget):
         return Bound.TOKEN_BUDGET
     if cut:
         return Bound.PREFILL_THRESHOLD
-    if Reason.BATCH_CLOSED in reasons:
+    if reasons & _CLOSED:
         return Bound.BATCH_CLOSED
     return Bound.NOTHING
 

@@ -154,6 +154,13 @@ _BOUND_TEXT = {
     "batch_closed": "a closed batch (static batching admits nothing until the batch drains)",
 }
 
+_BOUND_TEXT_SGLANG = _BOUND_TEXT | {  # the same bounds under SGLang's names
+    "token_budget": "the chunk budget (chunked_prefill_size {budget})",
+    "max_num_seqs": "max_running_requests ({seqs} running)",
+    "kv_blocks": "the token pool (no memory left after the running requests' reserve, retractions)",
+    "batch_closed": "the running batch marked full (batch_is_full: no prefill is tried until it shrinks)",
+}
+
 
 def _join(parts: list[str]) -> str:
     return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
@@ -187,7 +194,10 @@ def bound_sentence(result: SimResult) -> str:
     cfg = result.config
     fill = {"budget": cfg.max_num_batched_tokens, "seqs": cfg.max_num_seqs,
             "threshold": cfg.long_prefill_token_threshold}
-    parts = [f"{n:,} by {_BOUND_TEXT[b].format(**fill)}" for b, n in counts.most_common()]
+    text = _BOUND_TEXT
+    if cfg.sglang is not None:
+        text, fill["budget"] = _BOUND_TEXT_SGLANG, cfg.sglang.chunked_prefill_size
+    parts = [f"{n:,} by {text[b].format(**fill)}" for b, n in counts.most_common()]
     return f"Of {len(result.steps):,} steps, {_join(parts)}."
 
 

@@ -35,6 +35,15 @@ VLLM_ONLY = {  # vLLM knobs with no meaning under SGLang's scheduler, and what t
 }
 
 
+def unchunked_config(cfg: EngineConfig) -> EngineConfig:
+    """A resolved `sglang` run's config with chunking off (SGLang's chunked_prefill_size -1), to run again: the
+    vLLM-named fields the resolution filled back at their defaults."""
+    base = EngineConfig()
+    sg = replace(cfg.sglang or SGLangConfig(), chunked_prefill_size=None, enable_mixed_chunk=False)
+    return replace(cfg, **{name: getattr(base, name) for name in VLLM_ONLY}, enable_chunked_prefill=True,
+                   sglang=sg)
+
+
 def resolve_sglang(cfg: EngineConfig) -> EngineConfig:
     """Refuse vLLM-only knobs; fill `EngineConfig.sglang` and the vLLM-named fields readers show (the budget as
     the chunk size, max_num_seqs as max_running_requests)."""
