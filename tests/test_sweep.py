@@ -140,7 +140,29 @@ def test_interrupted_sweep_resumes_from_its_checkpoint(tmp_path, monkeypatch):
     (["--ray-address", "auto"], "add --executor ray"),
     (["--resume"], "--resume reads the finished rows"),
     (["--set", "max_num_batched_tokens=64", "--policies", "static"], "static, max_num_batched_tokens=64: "),
+    (["--set", "max_running_requests=4,8"], "unknown knob 'max_running_requests' (SGLang's: "
+                                            "sglang.max_running_requests)"),
+    (["--set", "sglang.max_running_requests=4"], "vllm, sglang.max_running_requests=4: the sglang section"),
 ])
 def test_user_errors_are_one_line_exit_2(monkeypatch, capsys, args, message):
     code, _, err = cli(monkeypatch, capsys, "sweep", "--workload", "seed", "--workers", "1", *args)
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_sglang_knobs_sweep_as_their_runs(monkeypatch, capsys, tmp_path):
+    """`--set sglang.NAME=...` sets SGLang's server arguments: each row is `run --policy sglang` with the flag."""
+    code, _, err = cli(monkeypatch, capsys, "sweep", *SMALL, "--policies", "sglang", "--request-rate", "8",
+                       "--set", "sglang.max_running_requests=2,64", "--workers", "1",
+                       "--json", str(tmp_path / "s.json"))
+    assert code == 0, err
+    rows = json.loads((tmp_path / "s.json").read_text())["rows"]
+    assert [r["sglang.max_running_requests"] for r in rows] == [2, 64]
+    for r in rows:
+        one = tmp_path / "one.json"
+        code, _, err = cli(monkeypatch, capsys, "run", *SMALL, "--policy", "sglang", "--request-rate", "8",
+                           "--max-running-requests", str(r["sglang.max_running_requests"]), "--json", str(one))
+        assert code == 0, err
+        ran = json.loads(one.read_text())
+        for key in ("completed", "duration", "p99_ttft_ms", "mean_tpot_ms", "max_concurrent_requests"):
+            assert r[key] == ran[key], key
+    assert rows[0]["p99_ttft_ms"] > rows[1]["p99_ttft_ms"]  # two seats queue the arrivals

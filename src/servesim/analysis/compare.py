@@ -4,7 +4,7 @@ attribute each difference to what changed in the step records."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import fields, replace
+from dataclasses import replace
 
 from servesim.analysis.benchmark import benchmark_metrics
 from servesim.analysis.breakdown import bound_by
@@ -76,15 +76,16 @@ def parse_set(spec: str) -> tuple[str, list[object]]:
     knob = knob.strip().replace("-", "_")
     if not sep or not values.strip():
         raise ConfigError(f"--set {spec!r}: expected KNOB=V1,V2,... e.g. max_num_batched_tokens=256,512,2048")
-    if knob not in EngineConfig.field_names():
-        valid = ", ".join(f.name for f in fields(EngineConfig))
-        raise ConfigError(f"--set {spec!r}: unknown knob {knob!r}; valid: {valid}")
+    if knob not in EngineConfig.knob_names():
+        valid = ", ".join(EngineConfig.knob_names())
+        hint = f" (SGLang's: sglang.{knob})" if f"sglang.{knob}" in EngineConfig.knob_names() else ""
+        raise ConfigError(f"--set {spec!r}: unknown knob {knob!r}{hint}; valid: {valid}")
     return knob, [parse_value(v) for v in values.split(",") if v.strip()]
 
 
 def run_sweep(requests: Sequence[Request], policy: str, config: EngineConfig, cost: CostModel | str,
               knob: str, values: Sequence[object]) -> dict[str, SimResult]:
-    return {f"{knob}={v}": simulate(requests, replace(config, **{knob: v}), policy, cost) for v in values}
+    return {f"{knob}={v}": simulate(requests, config.with_knobs({knob: v}), policy, cost) for v in values}
 
 
 def compare_rows(results: dict[str, SimResult]) -> list[tuple[str, list[str]]]:

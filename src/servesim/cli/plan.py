@@ -78,7 +78,8 @@ def preflight(base: SimOptions, first: Any) -> None:
 Policies = Annotated[str, typer.Option("--policies", help="Policies to sweep: static | continuous | vllm | "
                                                           "vllm-v0, comma-separated.")]
 Sets = Annotated[list[str] | None, typer.Option("--set", help="An EngineConfig knob's values, e.g. "
-                                                "max_num_seqs=64,256; repeat for several knobs.")]
+                                                "max_num_seqs=64,256 (SGLang's: sglang.max_running_requests="
+                                                "256,1024); repeat for several knobs.")]
 Goodput = Annotated[list[str] | None, typer.Option("--goodput", help="SLOs in ms, vLLM's syntax: "
                                                    "--goodput 'ttft:500 tpot:50'.")]
 Executor = Annotated[str, typer.Option("--executor", help="local (a process pool) | ray.")]

@@ -118,6 +118,18 @@ class EngineConfig:
     def field_names(cls) -> tuple[str, ...]:
         return tuple(f.name for f in fields(cls))
 
+    @classmethod
+    def knob_names(cls) -> tuple[str, ...]:
+        """What a sweep or compare can set: every field, and SGLang's server arguments as `sglang.NAME`."""
+        return (*(n for n in cls.field_names() if n != "sglang"), *(f"sglang.{f.name}" for f in fields(SGLangConfig)))
+
+    def with_knobs(self, knobs: dict[str, object]) -> EngineConfig:
+        """This config with `knobs` set (`knob_names`: a field, or `sglang.NAME` in the sglang section)."""
+        plain = {k: v for k, v in knobs.items() if not k.startswith("sglang.")}
+        sg = {k.removeprefix("sglang."): v for k, v in knobs.items() if k.startswith("sglang.")}
+        cfg = replace(self, **plain) if plain else self
+        return replace(cfg, sglang=replace(cfg.sglang or SGLangConfig(), **sg)) if sg else cfg
+
 
 MAX_COUNT = 2**31 - 1  # tokens, blocks, sequences: the step log keeps them as 32-bit integers
 

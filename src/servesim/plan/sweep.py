@@ -78,7 +78,7 @@ def simulate_point(base: Any, point: Point, record: str = "summary") -> tuple[An
         cost = opts.cost_model()
         config = opts.engine_config(point.policy)
         if point.knobs:
-            config = replace(config, **dict(point.knobs))
+            config = config.with_knobs(dict(point.knobs))
         if opts.is_cluster():
             return opts.simulate_cluster(requests_of(opts), config, point.policy, cost, record), cost
         return simulate(requests_of(opts), config, point.policy, cost, record=record), cost

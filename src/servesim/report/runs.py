@@ -44,7 +44,7 @@ def report_runs(requests: Sequence[Request], config: EngineConfig, cost: CostMod
         raise ConfigError("give one of --policies A,B,... or --set KNOB=V1,V2,..., not both")
     if set_ is not None:
         knob, values = parse_set(set_)
-        return [LabelledRun(f"{knob}={v}", _simulate(requests, replace(config, **{knob: v}), policy, cost, progress))
+        return [LabelledRun(f"{knob}={v}", _simulate(requests, config.with_knobs({knob: v}), policy, cost, progress))
                 for v in values], []
     names = [policy] if policies is None else [p.strip() for p in policies.split(",") if p.strip()]
     if not names:
