@@ -85,3 +85,11 @@ def test_explain_under_sglang_names_its_bounds_and_runs_the_unchunked_counterfac
     assert code == 0, err
     assert "7 by the chunk budget (chunked_prefill_size 256)" in out
     assert "Unchunked, L was prefilled in one 2000-token step" in out
+
+
+def test_a_request_too_long_fails_as_sglang_rejects_it(monkeypatch, capsys):
+    # L's 2000 + 5 tokens exceed a 1000-token context: it fails on arrival, and the note names the engine
+    code, _, err = cli(monkeypatch, capsys, "run", "--policy", "sglang", "--workload", "seed", "--max-model-len",
+                       "1000")
+    assert code == 0 and "request L longer than max_model_len 1,000 (prompt + output tokens) failed: SGLang " \
+                         "rejects it" in err, err

@@ -33,8 +33,9 @@ def rejected_note(result) -> None:
         n = len(result.rejected)
         which = f"request {result.rejected[0]}" if n == 1 else f"{n:,} requests (e.g. {result.rejected[0]})"
         it = "it" if n == 1 else "them"
+        engine = "SGLang" if result.policy == "sglang" else "vLLM"
         note(f"{which} longer than max_model_len {result.config.max_model_len:,} (prompt + output tokens) failed: "
-             f"vLLM rejects {it}, and vllm bench serve counts {it} as failed")
+             f"{engine} rejects {it}, and vllm bench serve counts {it} as failed")
 
 
 @app.command("run")
@@ -279,7 +280,8 @@ def explain(
     if request in result.rejected:
         r = result.request(request)
         lines = [f"{request} failed on arrival: its {r.prompt_len:,} prompt + {r.output_len:,} output tokens exceed "
-                 f"max_model_len {result.config.max_model_len:,} (vLLM rejects it; vllm bench serve counts it as "
+                 f"max_model_len {result.config.max_model_len:,} ({'SGLang' if policy == 'sglang' else 'vLLM'} "
+                 "rejects it; vllm bench serve counts it as "
                  "failed)."]
     elif request is not None:
         lines = explain_request(result, request)
