@@ -370,10 +370,10 @@ def test_requests_without_tokens_skip_the_tree_only_where_that_changes_nothing(c
 def test_decay_looked_up_on_the_path_is_the_step_by_step_decay(ratio, times):
     """The ratio after `times` decode steps, looked up on the path down from init, is the one-subtraction-a-step
     float (S5), off the path (after a retraction: 0.5, below the floor: 0.05) as well."""
-    from servesim.policies.sglang import _decayed, decay_path
+    from servesim.policies.sglang.ratio import decay_path, decayed
 
     sg = SGLangConfig()
     expected = ratio
     for _ in range(times):
         expected = max(expected - sg.ratio_decay, sg.ratio_min)
-    assert _decayed(ratio, times, decay_path(sg)) == expected
+    assert decayed(ratio, times, decay_path(sg)) == expected

@@ -18,14 +18,15 @@ from servesim.engine.config import EngineConfig
 from servesim.engine.radix_cache import RadixCache, TokenRun
 from servesim.engine.records import Preemption, Reason
 from servesim.engine.request import RequestState, RequestStatus
-from servesim.engine.sglang_config import CLIP_MAX_NEW_TOKENS, IGNORE_EOS_RESERVE_TOKENS, SGLangConfig
+from servesim.engine.sglang_config import CLIP_MAX_NEW_TOKENS, SGLangConfig
 from servesim.engine.token_pool import TokenPool
 from servesim.errors import ConfigError
 from servesim.policies.base import Scheduler, SchedulerOutput
+from servesim.policies.sglang.adder import Adder
+from servesim.policies.sglang.order import order_waiting
+from servesim.policies.sglang.ratio import decay_path, decayed
 
 OUTPUT_TOKEN = 7  # the token every output is taken to be (the recorded fixtures' `sampled_token_id`)
-LPM_MAX_QUEUE = 128  # lpm falls back to fcfs above this many waiting requests
-IN_BATCH_PREFIX = 32  # lpm's in-batch prefix thresholds (IN_BATCH_PREFIX_CACHING_*_THRESHOLD)
 RETRACT = "retract (decode memory)"  # the preemption ledger's mode for a decode retraction
 VLLM_ONLY = {  # vLLM knobs with no meaning under SGLang's scheduler, and what to use instead
     "max_num_batched_tokens": "sglang.chunked_prefill_size / max_prefill_tokens",
@@ -220,7 +221,7 @@ class SGLangScheduler(Scheduler):
             cached, unlocked = self.radix.peek(self.full_key(head), head.num_tokens - 1)
         max_new = min(max(head.request.output_len - head.num_output_tokens, 0), CLIP_MAX_NEW_TOKENS)
         total = head.num_tokens - cached + max_new + self.sg.page_size
-        ratio = _decayed(self.ratio, step - self.last_step - 1, self.decay_path)
+        ratio = decayed(self.ratio, step - self.last_step - 1, self.decay_path)
         self.pending_reserve = self.reserve(ratio, clock)  # the same sum the batch's Adder takes next
         return total < (self.kv.available - unlocked) - (0 + self.pending_reserve)
 
@@ -282,7 +283,7 @@ class SGLangScheduler(Scheduler):
             self._take_decode(s)
 
     def _decay(self, times: int = 1) -> None:
-        self.ratio = _decayed(self.ratio, times, self.decay_path)
+        self.ratio = decayed(self.ratio, times, self.decay_path)
 
     def _decode_pages(self, reqs) -> int:
         ps = self.sg.page_size
@@ -330,53 +331,7 @@ class SGLangScheduler(Scheduler):
 
     # -- the waiting queue's order (SchedulePolicy.calc_priority) ----------------------------------------------
     def _order(self) -> None:
-        policy, waiting = self.sg.schedule_policy, self.waiting
-        if policy == "lof":
-            waiting.sort(key=lambda s: -s.request.output_len)
-        elif policy == "lpm" and self.radix is not None and len(waiting) <= LPM_MAX_QUEUE:
-            shadow, later = RadixCache(), set()
-            match = {}
-            for s in waiting:
-                key = self.key(s, s.num_tokens)
-                match[s] = self.radix.match(key[:-1])[0]
-                if match[s] <= IN_BATCH_PREFIX:
-                    if shadow.match(key)[0] >= IN_BATCH_PREFIX:
-                        later.add(s)
-                    else:
-                        shadow.insert(key)
-            waiting.sort(key=lambda s: float("inf") if s in later else -match[s])
-        elif policy == "random":
-            self.rng.shuffle(waiting)
-        elif policy == "dfs-weight" and self.radix is not None:
-            waiting[:] = self._dfs_weight_order(waiting)
-
-    def _dfs_weight_order(self, waiting: list[RequestState]) -> list[RequestState]:
-        """dfs-weight: each waiting request weighs on the node its cached prefix ends in; the tree is walked depth
-        first, heavier subtrees first (ties in the tree's child order), a node's own requests after its
-        subtrees (in queue order)."""
-        at: dict[int, list[RequestState]] = {}
-        for s in waiting:
-            node = self.radix.root if self.private(s) else self.radix.match(self.key(s, s.num_tokens)[:-1])[1]
-            at.setdefault(id(node), []).append(s)
-        weight: dict[int, int] = {}
-        post, stack = [], [self.radix.root]
-        while stack:  # every node, parents before children; summed children first below
-            node = stack.pop()
-            post.append(node)
-            stack.extend(node.children.values())
-        for node in reversed(post):
-            weight[id(node)] = len(at.get(id(node), ())) + sum(weight[id(c)] for c in node.children.values())
-        order: list[RequestState] = []
-        visit = [(self.radix.root, False)]
-        while visit:
-            node, done = visit.pop()
-            if done:
-                order += at.get(id(node), ())
-                continue
-            visit.append((node, True))
-            children = sorted(node.children.values(), key=lambda c: -weight[id(c)])
-            visit.extend((c, False) for c in reversed(children))
-        return order
+        order_waiting(self)
 
     # -- the radix cache --------------------------------------------------------------------------------------
     def key(self, s: RequestState, n: int) -> tuple:
@@ -479,186 +434,8 @@ class SGLangScheduler(Scheduler):
             self.on_finish(s)
 
 
-def _decayed(ratio: float, times: int, decay_path: tuple) -> float:
-    """`times` decode steps' decay (one subtraction each, as SGLang makes them: the same floats). A ratio on the
-    path down from the initial one (the usual case: it starts there and goes back there when idle) is looked
-    up on that path, made once."""
-    if not times:
-        return ratio
-    path, where, decay, low = decay_path
-    i = where.get(ratio)
-    if i is not None:
-        return path[min(i + times, len(path) - 1)]
-    for _ in range(times):
-        if ratio <= low:  # at the floor it stays
-            return low
-        ratio = max(ratio - decay, low)
-    return ratio
-
-
-def decay_path(sg: SGLangConfig) -> tuple[list[float], dict[float, int], float, float]:
-    """The ratios from the initial one down to the floor, one decode step apart, each one's position (the
-    first), and the decay and floor."""
-    init, decay, low = sg.ratio_init, sg.ratio_decay, sg.ratio_min
-    if init <= low or decay <= 0:  # (then the step-by-step loop decides)
-        return [init], {}, decay, low
-    path, ratio = [init], init
-    while ratio > low and len(path) < 1_000_000:
-        ratio = max(ratio - decay, low)
-        path.append(ratio)
-    if path[-1] > low:  # (too slow a decay to list)
-        return path, {}, decay, low
-    where: dict[float, int] = {}
-    for i, r in enumerate(path):
-        where.setdefault(r, i)
-    return path, where, decay, low
-
-
 class WaitingQueue(list):
     """SGLang's waiting_queue: a list in arrival order, re-sorted by the policy; retracted requests go last."""
 
     __slots__ = ()
     add = list.append
-
-
-class Adder:
-    """SGLang's PrefillAdder for one prefill batch: the three budgets, and the memory left after the offset."""
-
-    __slots__ = ("sched", "rem_total_offset", "cur_rem_offset", "rem_input", "rem_chunk", "new_chunked", "why",
-                 "rows", "states")
-
-    def __init__(self, sched: SGLangScheduler, mixed_rows: int) -> None:
-        sg, ratio = sched.sg, sched.ratio
-        self.sched = sched
-        # every running request may still need min(max_new - outputs, 4096) x new_token_ratio tokens (against an
-        # unlimited pool the reserve changes nothing: not summed, so the fast path's cohort is not read)
-        self.rem_total_offset = mixed_rows
-        if sched.kv.free_blocks is not None:
-            reserve = sched.pending_reserve
-            self.rem_total_offset += reserve if reserve is not None else sched.reserve(ratio, sched.member_clock)
-        self.cur_rem_offset = mixed_rows
-        self.rem_input = sg.max_prefill_tokens - mixed_rows
-        self.rem_chunk = None if sg.chunked_prefill_size is None else sg.chunked_prefill_size - mixed_rows
-        self.new_chunked: RequestState | None = None
-        self.why = ""
-        self.rows: list[tuple[RequestState, int]] = []  # (request, pages): allocated once the batch is built
-        self.states: list[tuple[float, int]] | None = None  # ignore_eos admission: (tokens left, held), sorted
-
-    @property
-    def rem_total(self) -> float:
-        return self.sched.kv.available - self.rem_total_offset
-
-    def add_chunked(self, s: RequestState) -> None:
-        """The chunked request goes first with min(chunk budget, what it has left): the full chunk even when
-        memory says 0, so it always progresses."""
-        left = s.num_tokens - s.num_computed_tokens
-        n = left if self.rem_chunk is None else min(self.rem_chunk, left)
-        last = n == left
-        self._commit(s, n, min(s.request.output_len, CLIP_MAX_NEW_TOKENS) if last else 0)
-
-    def add_one(self, s: RequestState) -> Reason | None:
-        """add_one_req: None to go on scanning, else why the scan stops (`s` admitted or not: see `out`)."""
-        sched, ps = self.sched, self.sched.sg.page_size
-        if s.request.ignore_eos and sched.radix is None:
-            return self.add_one_ignore_eos(s)
-        cached = sched.match(s)
-        max_new = min(max(s.request.output_len - s.num_output_tokens, 0), CLIP_MAX_NEW_TOKENS)
-        extend = s.num_tokens - cached
-        total = extend + max_new + ps
-        if total >= self.rem_total:
-            self.why = f"needs {total} tokens, {max(0, int(self.rem_total))} left after the running requests' reserve"
-            return self._reject(s, Reason.NO_TOKEN)
-        pages = -(-extend // ps) * ps
-        if self.rem_chunk is None and sched.out.scheduled and pages >= self.rem_input:
-            self.why = f"needs {pages} tokens, {self.rem_input} of max_prefill_tokens left"
-            return self._reject(s, Reason.CHUNK_BUDGET)
-        n, reserve = extend, min(s.request.output_len, CLIP_MAX_NEW_TOKENS)
-        if self.rem_chunk is not None and pages > self.rem_chunk:
-            n = (cached + self.rem_chunk // ps * ps) // ps * ps - cached
-            if n <= 0:
-                self.why = "the chunk budget is spent"
-                return self._reject(s, Reason.CHUNK_BUDGET)
-            self.new_chunked, reserve = s, 0
-        s.num_computed_tokens = s.num_cached_tokens = s.num_blocks = cached
-        if s.first_cached_tokens < 0:
-            s.first_cached_tokens = cached
-        if s.num_preemptions:
-            sched.out.resumed.add(s)
-        self._commit(s, n, reserve)
-        return self._state()
-
-    def add_one_ignore_eos(self, s: RequestState) -> Reason | None:
-        """add_one_req_ignore_eos (the radix cache off): `s` must fit now, and the pool must last if every
-        request (running, in the batch, and `s`) ran to the end, the ones with least left finishing first and
-        giving back what they hold: left = max_new x ratio - outputs (ratio 1 for ignore_eos requests)."""
-        sched, ps = self.sched, self.sched.sg.page_size
-        extend = s.num_tokens
-        pages = -(-extend // ps) * ps
-        avail = sched.kv.available
-        if pages > min(avail - self.cur_rem_offset, avail - self.rem_total_offset):
-            self.why = f"needs {pages} tokens now, {max(0, int(avail - self.rem_total_offset))} left"
-            return Reason.NO_TOKEN
-        state = sched.ignore_eos_state
-        if self.states is None:
-            states = [state(r) for r in (s, *sched.running, *(r for r, _ in self.rows))]
-            self.states = sorted((x for x in states if x[0] > 0), key=lambda x: x[0])
-        elif (x := state(s))[0] > 0:
-            i = 0
-            for i in range(len(self.states)):  # (past the end it goes before the last one, as SGLang's loop does)
-                if x[0] <= self.states[i][0]:
-                    break
-            self.states.insert(i, x)
-        cur, freed, states = avail - self.cur_rem_offset - pages, 0, self.states
-        for i, (left, held) in enumerate(states):
-            bs = len(states) - i
-            if cur + freed - left * bs <= IGNORE_EOS_RESERVE_TOKENS * bs:
-                self.why = f"would run out if the {bs} with most left all ran to the end"
-                return Reason.NO_TOKEN
-            freed += held
-        n, reserve = extend, min(s.request.output_len, CLIP_MAX_NEW_TOKENS)
-        if self.rem_chunk is not None and extend > self.rem_chunk:
-            if self.rem_chunk <= 0:
-                self.why = "the chunk budget is spent"
-                return Reason.CHUNK_BUDGET
-            n, reserve = self.rem_chunk, 0
-            self.new_chunked = s
-        s.num_computed_tokens = s.num_cached_tokens = s.num_blocks = 0
-        if s.first_cached_tokens < 0:
-            s.first_cached_tokens = 0
-        if s.num_preemptions:
-            sched.out.resumed.add(s)
-        self._commit(s, n, reserve)
-        return self._state()
-
-    def _reject(self, s: RequestState, why: Reason) -> Reason:
-        self.sched._unlock(s)
-        return why
-
-    def _commit(self, s: RequestState, n: int, reserve: int) -> None:
-        sched = self.sched
-        pages = -(-n // sched.sg.page_size)
-        self.rows.append((s, pages))
-        s.status = RequestStatus.RUNNING
-        sched.out.scheduled[s] = n
-        tokens = pages * sched.sg.page_size
-        self.rem_total_offset += tokens + reserve
-        self.cur_rem_offset += tokens
-        self.rem_input -= tokens
-        if self.rem_chunk is not None:
-            self.rem_chunk -= tokens
-
-    def allocate(self) -> None:
-        """prepare_for_extend: the batch's slots, in batch order, evicting the tree as needed."""
-        for s, pages in self.rows:
-            if not self.sched.kv.grow(s, pages):
-                raise RuntimeError(f"{s.request_id}: no KV for a prefill SGLang admitted (a servesim bug)")
-
-    def _state(self) -> Reason | None:
-        avail = self.sched.kv.available
-        if avail - self.rem_total_offset <= 0 or avail - self.cur_rem_offset <= 0:
-            self.why = "memory left after the running requests' reserve is spent"
-            return Reason.NO_TOKEN
-        if self.rem_input <= 0 or (self.rem_chunk is not None and self.rem_chunk <= 0):
-            self.why = "the prefill token budget is spent"
-            return Reason.CHUNK_BUDGET
-        return None

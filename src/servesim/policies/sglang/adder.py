@@ -1,0 +1,156 @@
+"""SGLang's PrefillAdder for one prefill batch (S2-S4): the token, chunk and memory budgets; the usual admission
+(`add_one`) and the ignore_eos one with the radix cache off (`add_one_ignore_eos`)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from servesim.engine.records import Reason
+from servesim.engine.request import RequestState, RequestStatus
+from servesim.engine.sglang_config import CLIP_MAX_NEW_TOKENS, IGNORE_EOS_RESERVE_TOKENS
+
+if TYPE_CHECKING:
+    from servesim.policies.sglang.scheduler import SGLangScheduler
+
+
+class Adder:
+    """SGLang's PrefillAdder for one prefill batch: the three budgets, and the memory left after the offset."""
+
+    __slots__ = ("sched", "rem_total_offset", "cur_rem_offset", "rem_input", "rem_chunk", "new_chunked", "why",
+                 "rows", "states")
+
+    def __init__(self, sched: SGLangScheduler, mixed_rows: int) -> None:
+        sg, ratio = sched.sg, sched.ratio
+        self.sched = sched
+        # every running request may still need min(max_new - outputs, 4096) x new_token_ratio tokens (against an
+        # unlimited pool the reserve changes nothing: not summed, so the fast path's cohort is not read)
+        self.rem_total_offset = mixed_rows
+        if sched.kv.free_blocks is not None:
+            reserve = sched.pending_reserve
+            self.rem_total_offset += reserve if reserve is not None else sched.reserve(ratio, sched.member_clock)
+        self.cur_rem_offset = mixed_rows
+        self.rem_input = sg.max_prefill_tokens - mixed_rows
+        self.rem_chunk = None if sg.chunked_prefill_size is None else sg.chunked_prefill_size - mixed_rows
+        self.new_chunked: RequestState | None = None
+        self.why = ""
+        self.rows: list[tuple[RequestState, int]] = []  # (request, pages): allocated once the batch is built
+        self.states: list[tuple[float, int]] | None = None  # ignore_eos admission: (tokens left, held), sorted
+
+    @property
+    def rem_total(self) -> float:
+        return self.sched.kv.available - self.rem_total_offset
+
+    def add_chunked(self, s: RequestState) -> None:
+        """The chunked request goes first with min(chunk budget, what it has left): the full chunk even when
+        memory says 0, so it always progresses."""
+        left = s.num_tokens - s.num_computed_tokens
+        n = left if self.rem_chunk is None else min(self.rem_chunk, left)
+        last = n == left
+        self._commit(s, n, min(s.request.output_len, CLIP_MAX_NEW_TOKENS) if last else 0)
+
+    def add_one(self, s: RequestState) -> Reason | None:
+        """add_one_req: None to go on scanning, else why the scan stops (`s` admitted or not: see `out`)."""
+        sched, ps = self.sched, self.sched.sg.page_size
+        if s.request.ignore_eos and sched.radix is None:
+            return self.add_one_ignore_eos(s)
+        cached = sched.match(s)
+        max_new = min(max(s.request.output_len - s.num_output_tokens, 0), CLIP_MAX_NEW_TOKENS)
+        extend = s.num_tokens - cached
+        total = extend + max_new + ps
+        if total >= self.rem_total:
+            self.why = f"needs {total} tokens, {max(0, int(self.rem_total))} left after the running requests' reserve"
+            return self._reject(s, Reason.NO_TOKEN)
+        pages = -(-extend // ps) * ps
+        if self.rem_chunk is None and sched.out.scheduled and pages >= self.rem_input:
+            self.why = f"needs {pages} tokens, {self.rem_input} of max_prefill_tokens left"
+            return self._reject(s, Reason.CHUNK_BUDGET)
+        n, reserve = extend, min(s.request.output_len, CLIP_MAX_NEW_TOKENS)
+        if self.rem_chunk is not None and pages > self.rem_chunk:
+            n = (cached + self.rem_chunk // ps * ps) // ps * ps - cached
+            if n <= 0:
+                self.why = "the chunk budget is spent"
+                return self._reject(s, Reason.CHUNK_BUDGET)
+            self.new_chunked, reserve = s, 0
+        s.num_computed_tokens = s.num_cached_tokens = s.num_blocks = cached
+        if s.first_cached_tokens < 0:
+            s.first_cached_tokens = cached
+        if s.num_preemptions:
+            sched.out.resumed.add(s)
+        self._commit(s, n, reserve)
+        return self._state()
+
+    def add_one_ignore_eos(self, s: RequestState) -> Reason | None:
+        """add_one_req_ignore_eos (the radix cache off): `s` must fit now, and the pool must last if every
+        request (running, in the batch, and `s`) ran to the end, the ones with least left finishing first and
+        giving back what they hold: left = max_new x ratio - outputs (ratio 1 for ignore_eos requests)."""
+        sched, ps = self.sched, self.sched.sg.page_size
+        extend = s.num_tokens
+        pages = -(-extend // ps) * ps
+        avail = sched.kv.available
+        if pages > min(avail - self.cur_rem_offset, avail - self.rem_total_offset):
+            self.why = f"needs {pages} tokens now, {max(0, int(avail - self.rem_total_offset))} left"
+            return Reason.NO_TOKEN
+        state = sched.ignore_eos_state
+        if self.states is None:
+            states = [state(r) for r in (s, *sched.running, *(r for r, _ in self.rows))]
+            self.states = sorted((x for x in states if x[0] > 0), key=lambda x: x[0])
+        elif (x := state(s))[0] > 0:
+            i = 0
+            for i in range(len(self.states)):  # (past the end it goes before the last one, as SGLang's loop does)
+                if x[0] <= self.states[i][0]:
+                    break
+            self.states.insert(i, x)
+        cur, freed, states = avail - self.cur_rem_offset - pages, 0, self.states
+        for i, (left, held) in enumerate(states):
+            bs = len(states) - i
+            if cur + freed - left * bs <= IGNORE_EOS_RESERVE_TOKENS * bs:
+                self.why = f"would run out if the {bs} with most left all ran to the end"
+                return Reason.NO_TOKEN
+            freed += held
+        n, reserve = extend, min(s.request.output_len, CLIP_MAX_NEW_TOKENS)
+        if self.rem_chunk is not None and extend > self.rem_chunk:
+            if self.rem_chunk <= 0:
+                self.why = "the chunk budget is spent"
+                return Reason.CHUNK_BUDGET
+            n, reserve = self.rem_chunk, 0
+            self.new_chunked = s
+        s.num_computed_tokens = s.num_cached_tokens = s.num_blocks = 0
+        if s.first_cached_tokens < 0:
+            s.first_cached_tokens = 0
+        if s.num_preemptions:
+            sched.out.resumed.add(s)
+        self._commit(s, n, reserve)
+        return self._state()
+
+    def _reject(self, s: RequestState, why: Reason) -> Reason:
+        self.sched._unlock(s)
+        return why
+
+    def _commit(self, s: RequestState, n: int, reserve: int) -> None:
+        sched = self.sched
+        pages = -(-n // sched.sg.page_size)
+        self.rows.append((s, pages))
+        s.status = RequestStatus.RUNNING
+        sched.out.scheduled[s] = n
+        tokens = pages * sched.sg.page_size
+        self.rem_total_offset += tokens + reserve
+        self.cur_rem_offset += tokens
+        self.rem_input -= tokens
+        if self.rem_chunk is not None:
+            self.rem_chunk -= tokens
+
+    def allocate(self) -> None:
+        """prepare_for_extend: the batch's slots, in batch order, evicting the tree as needed."""
+        for s, pages in self.rows:
+            if not self.sched.kv.grow(s, pages):
+                raise RuntimeError(f"{s.request_id}: no KV for a prefill SGLang admitted (a servesim bug)")
+
+    def _state(self) -> Reason | None:
+        avail = self.sched.kv.available
+        if avail - self.rem_total_offset <= 0 or avail - self.cur_rem_offset <= 0:
+            self.why = "memory left after the running requests' reserve is spent"
+            return Reason.NO_TOKEN
+        if self.rem_input <= 0 or (self.rem_chunk is not None and self.rem_chunk <= 0):
+            self.why = "the prefill token budget is spent"
+            return Reason.CHUNK_BUDGET
+        return None

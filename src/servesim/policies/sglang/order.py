@@ -1,0 +1,69 @@
+"""The waiting queue's order at each prefill attempt (SGLang's `SchedulePolicy.calc_priority`): fcfs keeps it;
+lof puts the longest outputs first; lpm the longest radix match first, a request sharing a prefix with an earlier
+waiting one last; random shuffles it with the scheduler's seeded generator; dfs-weight walks the radix tree,
+heavier subtrees first."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from servesim.engine.radix_cache import RadixCache
+from servesim.engine.request import RequestState
+
+if TYPE_CHECKING:
+    from servesim.policies.sglang.scheduler import SGLangScheduler
+
+LPM_MAX_QUEUE = 128  # lpm falls back to fcfs above this many waiting requests
+IN_BATCH_PREFIX = 32  # lpm's in-batch prefix thresholds (IN_BATCH_PREFIX_CACHING_*_THRESHOLD)
+
+
+def order_waiting(sched: SGLangScheduler) -> None:
+    """Sort `sched.waiting` by its schedule_policy, in place."""
+    policy, waiting = sched.sg.schedule_policy, sched.waiting
+    if policy == "lof":
+        waiting.sort(key=lambda s: -s.request.output_len)
+    elif policy == "lpm" and sched.radix is not None and len(waiting) <= LPM_MAX_QUEUE:
+        shadow, later = RadixCache(), set()
+        match = {}
+        for s in waiting:
+            key = sched.key(s, s.num_tokens)
+            match[s] = sched.radix.match(key[:-1])[0]
+            if match[s] <= IN_BATCH_PREFIX:
+                if shadow.match(key)[0] >= IN_BATCH_PREFIX:
+                    later.add(s)
+                else:
+                    shadow.insert(key)
+        waiting.sort(key=lambda s: float("inf") if s in later else -match[s])
+    elif policy == "random":
+        sched.rng.shuffle(waiting)
+    elif policy == "dfs-weight" and sched.radix is not None:
+        waiting[:] = dfs_weight_order(sched, waiting)
+
+
+def dfs_weight_order(sched: SGLangScheduler, waiting: list[RequestState]) -> list[RequestState]:
+    """dfs-weight: each waiting request weighs on the node its cached prefix ends in; the tree is walked depth
+    first, heavier subtrees first (ties in the tree's child order), a node's own requests after its
+    subtrees (in queue order)."""
+    at: dict[int, list[RequestState]] = {}
+    for s in waiting:
+        node = sched.radix.root if sched.private(s) else sched.radix.match(sched.key(s, s.num_tokens)[:-1])[1]
+        at.setdefault(id(node), []).append(s)
+    weight: dict[int, int] = {}
+    post, stack = [], [sched.radix.root]
+    while stack:  # every node, parents before children; summed children first below
+        node = stack.pop()
+        post.append(node)
+        stack.extend(node.children.values())
+    for node in reversed(post):
+        weight[id(node)] = len(at.get(id(node), ())) + sum(weight[id(c)] for c in node.children.values())
+    order: list[RequestState] = []
+    visit = [(sched.radix.root, False)]
+    while visit:
+        node, done = visit.pop()
+        if done:
+            order += at.get(id(node), ())
+            continue
+        visit.append((node, True))
+        children = sorted(node.children.values(), key=lambda c: -weight[id(c)])
+        visit.extend((c, False) for c in reversed(children))
+    return order
