@@ -171,7 +171,7 @@ def sglang_workloads(draw):
     radix = draw(st.booleans())
     chunk = draw(st.sampled_from([None, 8, 16, 64]))
     sg = SGLangConfig(max_total_num_tokens=draw(st.one_of(st.none(), st.integers(80, 300))),
-                      page_size=1 if radix else draw(st.sampled_from([1, 1, 4])),
+                      page_size=draw(st.sampled_from([1, 1, 4])),
                       chunked_prefill_size=chunk, max_prefill_tokens=draw(st.sampled_from([16, 64, 16384])),
                       max_running_requests=draw(st.integers(1, 8)),
                       enable_mixed_chunk=chunk is not None and draw(st.booleans()),

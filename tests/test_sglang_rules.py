@@ -181,6 +181,32 @@ def test_ignore_eos_admission_runs_everyone_to_the_end(a_eos, radix, admitted):
         assert t[39]["finished"] == ["a"]
 
 
+@pytest.mark.parametrize("page, free_after_a, tree, cached_c, free_c", [(4, 92, 8, 8, 88), (1, 89, 11, 10, 87)])
+def test_paged_radix_cache_holds_and_hits_whole_pages(page, free_after_a, tree, cached_c, free_c):
+    # pool 100. a (10 tokens of 1, 2 outputs) finishes at step 1 holding 11 tokens. Pages of 4: its 3 pages hold
+    # 11; the tree takes the 2 whole pages (8 tokens), the part page is freed: 92 free. c (10 tokens of 1, then 2
+    # of 6) arrives at step 2: its match stops at the last whole page, 8 cached; its 4 new tokens take 1 page: 88.
+    # Pages of 1: the tree takes all 11 (89 free), c hits 10 and takes 2: 87.
+    result, t = steps(scenario([("a", 0, 10, 2, [[1, 10]]), ("c", 2, 12, 1, [[1, 10], [6, 2]])],
+                               max_total_num_tokens=100, page_size=page, chunked_prefill_size=64, radix_cache=True))
+    assert t[0]["free_tokens_after_schedule"] == 100 - (12 if page == 4 else 10)
+    assert t[1]["finished"] == ["a"] and t[1]["free_tokens_after_step"] == free_after_a
+    assert 100 - t[1]["free_tokens_after_step"] == tree  # nobody runs: what is not free is the tree's
+    assert t[2]["scheduled"][0]["cached_tokens"] == cached_c
+    assert t[2]["free_tokens_after_schedule"] == free_c
+
+
+def test_a_chunk_that_ends_inside_a_page_leaves_room_in_it():
+    # pages of 4, a 100-token pool, chunks of 8 less the mixed batch's one decode: 7. a (4 + 20) decodes from
+    # step 1. L (12) arrives at step 1: a new chunk is page-aligned, 4 tokens (1 page; a's decode takes its 2nd
+    # page: 88 free). Step 2: the chunked request takes 7 (tokens 4-10), its pages 1 -> 3: 80. Step 3: its last
+    # token, 11, fits in its third page: no new page, still 80 (as alloc_extend counts: ceil(12/4) - ceil(11/4)).
+    _, t = steps(scenario([("a", 0, 4, 20), ("L", 1, 12, 2)], max_total_num_tokens=100, page_size=4,
+                          chunked_prefill_size=8, enable_mixed_chunk=True))
+    assert [rows(s) for s in t[1:4]] == [[("L", 4), ("a", 1)], [("L", 7), ("a", 1)], [("L", 1), ("a", 1)]]
+    assert [s["free_tokens_after_schedule"] for s in t[1:4]] == [88, 80, 80]
+
+
 def test_s9_radix_hits_by_token_dedup_and_evictable():
     # a (10 tokens) finishes at step 1: its 10 + 1 tokens stay in the tree (evictable, not free): 89 free.
     # b shares a's 10 tokens: a 10-token hit (no block rule), 5 computed: 84. c1, c2 (same 10 tokens, one batch)
@@ -222,7 +248,7 @@ def workloads(draw):
         reqs.append(Request(f"r{i}", float(draw(st.integers(0, 6))), p, draw(st.integers(1, 30)),
                             hash_ids=tuple(t for t, k in seg for _ in range(k)) if seg else None,
                             hash_block_size=1 if seg else None, ignore_eos=draw(st.booleans())))
-    sg = SGLangConfig(max_total_num_tokens=draw(st.integers(80, 300)),
+    sg = SGLangConfig(max_total_num_tokens=draw(st.integers(80, 300)), page_size=draw(st.sampled_from([1, 1, 4])),
                       chunked_prefill_size=(chunk := draw(st.sampled_from([None, 8, 16, 64]))),
                       max_prefill_tokens=draw(st.sampled_from([16, 64, 16384])),
                       max_running_requests=draw(st.integers(1, 6)),

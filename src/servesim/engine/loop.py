@@ -432,7 +432,7 @@ def assert_invariants(sched, states: list[RequestState], out, cfg: EngineConfig)
         held = len(set(ids))
     tree = getattr(sched.kv, "radix", None)  # SGLang's radix cache holds finished requests' tokens
     if tree is not None:  # requests' own pages plus the tree's tokens (a shared prefix counted once)
-        held = sched.own_pages() + tree.size
+        held = sched.own_pages() + tree.size // sched.kv.block_size  # (the tree holds whole pages)
     if sched.kv.usable_blocks is not None:
         assert 0 <= sched.kv.free_blocks <= sched.kv.usable_blocks, "KV over-allocated"
         assert sched.kv.free_blocks + held == sched.kv.usable_blocks, "free + held != usable"

@@ -33,9 +33,12 @@ class Node:
 class RadixCache:
     """Counts only: the tree knows how many tokens each node holds, not which KV slots (servesim keeps no slots)."""
 
-    __slots__ = ("root", "evictable", "protected", "clock", "heap", "nodes", "pushes")
+    __slots__ = ("root", "evictable", "protected", "clock", "heap", "nodes", "pushes", "page_size")
 
-    def __init__(self) -> None:
+    def __init__(self, page_size: int = 1) -> None:
+        # page_size > 1: keys are matched and inserted in whole pages, a node's children keyed by their first page
+        # (SGLang's paged radix cache: `_key_match_paged`, page-aligned keys)
+        self.page_size = page_size
         self.root = Node()
         self.root.lock = 1  # the root is never evicted
         self.evictable = 0  # tokens in nodes no running request locks
@@ -62,18 +65,32 @@ class RadixCache:
         self.clock += 1
         return self.clock
 
+    def _child(self, key, n: int):
+        """The children's key of `key` from token n: that token, or (pages) the page it starts."""
+        ps = self.page_size
+        return _token(key, n) if ps == 1 else tuple(_part(key, n, n + ps))
+
+    def _shared(self, edge, key, n: int, end: int) -> int:
+        """Tokens `edge` shares with key[n:end], in whole pages."""
+        k, ps = _common(edge, key, n, end), self.page_size
+        return k if ps == 1 else k // ps * ps
+
+    def _aligned(self, end: int) -> int:
+        ps = self.page_size
+        return end if ps == 1 else end // ps * ps
+
     def match(self, key: tuple, end: int | None = None) -> tuple[int, Node]:
         """The longest cached prefix of `key` (of its first `end` tokens): its length and the node it ends in (a
         node is split there)."""
         node, n, t = self.root, 0, self._tick()
         node.last_access = t
-        end = len(key) if end is None else end
+        end = self._aligned(len(key) if end is None else end)
         while n < end:
-            child = node.children.get(_token(key, n))
+            child = node.children.get(self._child(key, n))
             if child is None:
                 break
             child.last_access = t
-            k = _common(child.key, key, n, end)
+            k = self._shared(child.key, key, n, end)
             if k < len(child.key):
                 child = self._split(child, k)
                 n += k
@@ -89,11 +106,12 @@ class RadixCache:
         tokens the lock would take out of the evictable count (its path's unlocked nodes; a node the match ends
         inside counts only the matched part, as the split would leave it)."""
         node, n, unlocked = self.root, 0, 0
+        end = self._aligned(end)
         while n < end:
-            child = node.children.get(_token(key, n))
+            child = node.children.get(self._child(key, n))
             if child is None:
                 break
-            k = _common(child.key, key, n, end)
+            k = self._shared(child.key, key, n, end)
             if not child.lock:
                 unlocked += k
             n += k
@@ -105,8 +123,8 @@ class RadixCache:
     def _split(self, child: Node, k: int) -> Node:
         """Cut `child`'s edge after k tokens; the new upper node keeps the lock and the access time."""
         key = child.key
-        upper = Node(_part(key, 0, k), child.parent, {_token(key, k): child}, child.lock, child.last_access)
-        child.parent.children[_token(key, 0)] = upper
+        upper = Node(_part(key, 0, k), child.parent, {self._child(key, k): child}, child.lock, child.last_access)
+        child.parent.children[self._child(key, 0)] = upper
         self.nodes += 1
         child.key, child.parent = _part(key, k, len(key)), upper
         self._offer(child)  # touched on the way here: its access time may be new
@@ -134,17 +152,18 @@ class RadixCache:
 
     def _insert(self, key: tuple, end: int) -> tuple[int, Node]:
         node, n, t = self.root, 0, self._tick()
+        end = self._aligned(end)
         while n < end:
-            child = node.children.get(_token(key, n))
+            child = node.children.get(self._child(key, n))
             if child is None:
                 new = Node(_part(key, n, end), node, {}, 0, self._tick())  # after the path (SGLang: later)
-                node.children[_token(key, n)] = new
+                node.children[self._child(key, n)] = new
                 self.evictable += len(new.key)
                 self.nodes += 1
                 self._offer(new)
                 return n, new
             child.last_access = t
-            k = _common(child.key, key, n, end)
+            k = self._shared(child.key, key, n, end)
             if k < len(child.key):
                 child = self._split(child, k)
             n += k
@@ -179,7 +198,7 @@ class RadixCache:
                 continue
             leaf = entry[2]
             parent = leaf.parent
-            del parent.children[_token(leaf.key, 0)]
+            del parent.children[self._child(leaf.key, 0)]
             leaf.parent = None  # evicted: its other entries no longer hold
             self.nodes -= 1
             freed += len(leaf.key)

@@ -63,9 +63,6 @@ class SGLangConfig:
                 continue
             if isinstance(v, bool) or not isinstance(v, int | float) or not 0 <= v < float("inf"):
                 raise ConfigError(f"sglang.{name} must be a finite number >= 0, got {v!r}")
-        if self.page_size > 1 and not self.disable_radix_cache:
-            raise ConfigError("sglang.page_size > 1 with the radix cache is not modelled: set disable_radix_cache "
-                              "or page_size 1")
 
     @property
     def ratio_init(self) -> float:

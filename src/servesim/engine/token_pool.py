@@ -38,7 +38,8 @@ class TokenPool(KVCache):
         if self.free_blocks is None or num_pages <= self.free_blocks:
             return True
         if self.radix is not None:
-            self.free_blocks += self.radix.evict((num_pages - self.free_blocks) * self.block_size)
+            # (the tree holds whole pages: what it frees is a number of pages)
+            self.free_blocks += self.radix.evict((num_pages - self.free_blocks) * self.block_size) // self.block_size
         return num_pages <= self.free_blocks
 
     def grow(self, state: RequestState, num_pages: int) -> bool:

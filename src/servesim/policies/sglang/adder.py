@@ -71,7 +71,8 @@ class Adder:
                 self.why = "the chunk budget is spent"
                 return self._reject(s, Reason.CHUNK_BUDGET)
             self.new_chunked, reserve = s, 0
-        s.num_computed_tokens = s.num_cached_tokens = s.num_blocks = cached
+        s.num_computed_tokens = s.num_cached_tokens = cached
+        s.num_blocks = cached // ps  # (a hit is whole pages)
         if s.first_cached_tokens < 0:
             s.first_cached_tokens = cached
         if s.num_preemptions:
@@ -127,12 +128,15 @@ class Adder:
         return why
 
     def _commit(self, s: RequestState, n: int, reserve: int) -> None:
-        sched = self.sched
-        pages = -(-n // sched.sg.page_size)
-        self.rows.append((s, pages))
+        """`s` takes n tokens from its num_computed_tokens: the budgets are charged n in whole pages
+        (`_update_prefill_budget`), the pool the pages past the ones it holds (`alloc_extend`: a chunk that
+        ends inside a page, as a mixed batch's chunk can, leaves room in it for the next)."""
+        sched, ps = self.sched, self.sched.sg.page_size
+        start = s.num_computed_tokens
+        self.rows.append((s, -(-(start + n) // ps) - -(-start // ps)))
         s.status = RequestStatus.RUNNING
         sched.out.scheduled[s] = n
-        tokens = pages * sched.sg.page_size
+        tokens = -(-n // ps) * ps
         self.rem_total_offset += tokens + reserve
         self.cur_rem_offset += tokens
         self.rem_input -= tokens

@@ -81,7 +81,7 @@ class SGLangScheduler(Scheduler):
     def __init__(self, config: EngineConfig, explain: bool = True) -> None:
         super().__init__(config, explain)
         self.sg = sg = config.sglang or SGLangConfig()
-        self.radix = None if sg.disable_radix_cache else RadixCache()
+        self.radix = None if sg.disable_radix_cache else RadixCache(sg.page_size)
         self.kv = TokenPool(sg.page_size, sg.max_total_num_tokens, self.radix)
         self.waiting = WaitingQueue()
         self.chunked_req: RequestState | None = None
@@ -318,7 +318,7 @@ class SGLangScheduler(Scheduler):
         blocks, discarded = victim.num_blocks, victim.num_computed_tokens
         repeat = victim.num_preemptions > 0
         victim.num_preemptions += 1
-        self.kv.give_back(victim, victim.num_blocks - self.prefix_len(victim))
+        self.kv.give_back(victim, victim.num_blocks - self.prefix_len(victim) // self.sg.page_size)
         victim.num_blocks = 0
         self._unlock(victim)
         victim.num_computed_tokens = 0
@@ -382,7 +382,8 @@ class SGLangScheduler(Scheduler):
     def own_pages(self) -> int:
         """Pages requests hold outside the tree (the engine's KV invariant)."""
         holders = [*self.running, *([self.chunked_req] if self.chunked_req is not None else [])]
-        return sum(s.num_blocks - self.prefix_len(s) for s in holders)
+        ps = self.sg.page_size
+        return sum(s.num_blocks - self.prefix_len(s) // ps for s in holders)
 
     def _unlock(self, s: RequestState) -> None:
         held = self.locks.pop(s, None)
@@ -392,25 +393,26 @@ class SGLangScheduler(Scheduler):
     def _cache(self, s: RequestState) -> None:
         """Insert `s`'s computed tokens into the tree: its own copies of what was there already are freed, the
         rest moves into the tree; it keeps the whole as its locked prefix unless it finished."""
-        n = s.num_computed_tokens
-        if self.private(s):  # (the tree would hold them, out of anyone's reach, for ever)
-            s.num_blocks = 0 if s.status is RequestStatus.FINISHED else n
-            return
-        key = self.full_key(s)
-        prefix = self.prefix_len(s)
+        n, ps = s.num_computed_tokens, self.sg.page_size
+        pages = -(-n // ps)  # what it holds: its locked prefix's pages, then its own
         finished = s.status is RequestStatus.FINISHED
+        if self.private(s):  # (the tree would hold them, out of anyone's reach, for ever)
+            s.num_blocks = 0 if finished else pages
+            return
+        key, prefix, whole = self.full_key(s), self.prefix_len(s), n // ps * ps  # (the tree takes whole pages)
         if finished:
-            existing = self.radix.insert(key, n)
+            existing = self.radix.insert(key, whole)
         else:  # (the match touches the path only: the pool and the locks in between do not enter it)
-            existing, node = self.radix.insert_and_match(key, n)
-        self.kv.give_back(s, max(0, min(existing, n) - prefix))  # its own copies of cached tokens
-        s.num_blocks = n  # all its tokens are now its locked prefix in the tree
+            existing, node = self.radix.insert_and_match(key, whole)
+        self.kv.give_back(s, max(0, min(existing, whole) - prefix) // ps)  # its own copies of cached pages
+        s.num_blocks = pages  # its whole pages are now its locked prefix in the tree; a part page stays its own
         self._unlock(s)
         if finished:
+            self.kv.give_back(s, pages - whole // ps)  # (the part page: freed, as SGLang frees the unaligned tail)
             s.num_blocks = 0
         else:
             self.radix.lock(node)
-            self.locks[s] = (node, n)
+            self.locks[s] = (node, whole)
 
     def end_step(self) -> None:
         """After a prefill step: its rows' tokens enter the tree (a chunk's at the next iteration, the same)."""
