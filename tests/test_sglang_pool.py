@@ -92,3 +92,15 @@ def test_ignore_eos_flag_reaches_sglangs_admission(tmp_path, monkeypatch, capsys
         assert code == 0, err
         ttft[flags] = json.loads(out.read_text())["mean_ttft_ms"]
     assert ttft[()] == pytest.approx(1.25) and ttft[("--ignore-eos",)] == pytest.approx(20.75)
+
+
+def test_the_policy_brings_its_engine_preset():
+    """Under --policy sglang the roofline runs the `sglang` engine preset unless --engine says otherwise; the toy
+    cost has no engine."""
+    from servesim.cli.options import SimOptions
+
+    opts = SimOptions(model="llama-3-8b", gpu="h100-80gb")
+    assert opts.cost_model("sglang").engine.name == "sglang"
+    assert opts.cost_model("vllm").engine.name == "vllm-0.33"
+    assert SimOptions(model="llama-3-8b", engine="trtllm").cost_model("sglang").engine.name == "trtllm"
+    assert SimOptions(cost="toy").cost_model("sglang").name == "toy"

@@ -41,8 +41,11 @@ def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def build_cost(cost: CostModel | str = "auto", workload: object = None, **options: Any) -> CostModel:
-    """The cost model for `cost` and the options given (None: not given). See the module's docstring."""
+def build_cost(cost: CostModel | str = "auto", workload: object = None, default_engine: str | None = None,
+               **options: Any) -> CostModel:
+    """The cost model for `cost` and the options given (None: not given). See the module's docstring.
+    `default_engine`: the roofline's engine preset when --engine is not given (the policy's engine: `sglang`
+    under --policy sglang)."""
     unknown = set(options) - set(TOY_OPTIONS) - set(ROOFLINE_OPTIONS) - set(ENGINE_OPTIONS)
     if unknown:
         raise TypeError(f"build_cost: unknown options {sorted(unknown)}")
@@ -70,7 +73,7 @@ def build_cost(cost: CostModel | str = "auto", workload: object = None, **option
     if name == "roofline":
         from servesim.cost.host import get_engine
 
-        preset = get_engine(engine.pop("engine", None), **engine)
+        preset = get_engine(engine.pop("engine", None) or default_engine, **engine)
         return get_cost_model("roofline", model=roof.get("model", DEFAULT_MODEL), gpu=roof.get("gpu", DEFAULT_GPU),
                               tp=roof.get("tp", DEFAULT_TP), engine=preset, quantization=roof.get("quantization"),
                               kv_cache_dtype=roof.get("kv_cache_dtype", "auto"))

@@ -96,7 +96,7 @@ def run_cmd(
         check_output_dir(records_dir, "--records")
     if result_dir is not None:
         check_output_dir(result_dir, "--result-dir")
-    cfg, cm = opts.engine_config(policy), opts.cost_model()
+    cfg, cm = opts.engine_config(policy), opts.cost_model(policy)
     reqs = opts.requests()
     if opts.is_cluster():
         if records_dir is not None or save_result:
@@ -266,7 +266,7 @@ def explain(
     from servesim.analysis.explain import explain_request
     from servesim.run import Run
 
-    cfg, cm = opts.engine_config(policy), opts.cost_model()
+    cfg, cm = opts.engine_config(policy), opts.cost_model(policy)
     reqs = opts.requests()
     if opts.is_cluster():
         return explain_cluster_cmd(opts, reqs, cfg, policy, cm, request)

@@ -390,10 +390,13 @@ class SimOptions:
             given["chunked_prefill_size"] = None
         return SGLangConfig(**given)
 
-    def cost_model(self):
+    def cost_model(self, policy: str | None = None):
+        """The cost model the options give; a roofline under `policy` sglang runs SGLang's engine preset unless
+        --engine says otherwise (one cost for several policies: the default preset)."""
         from servesim.defaults import build_cost
 
-        return build_cost(self.cost, self.workload_name(), model=self.model, gpu=self.gpu, tp=self.tp,
+        return build_cost(self.cost, self.workload_name(), "sglang" if policy == "sglang" else None,
+                          model=self.model, gpu=self.gpu, tp=self.tp,
                           dtype=self.dtype, quantization=self.quantization, kv_cache_dtype=self.kv_cache_dtype,
                           decode_ms=self.decode_ms, prefill_token_ms=self.prefill_token_ms,
                           overhead_ms=self.overhead_ms, engine=self.engine, enforce_eager=self.enforce_eager,

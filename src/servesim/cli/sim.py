@@ -125,7 +125,7 @@ def trace(
     if limit is not None and limit < 0:
         raise ConfigError(f"--limit {limit}: expected a number of rows >= 0 (0 = all)")
     rows = TRACE_ROWS if limit is None else limit or None
-    cfg, cm = opts.engine_config(policy), opts.cost_model()
+    cfg, cm = opts.engine_config(policy), opts.cost_model(policy)
     if opts.is_cluster():
         return trace_cluster(opts, cfg, policy, cm, rows, json_path)
     result = simulate(opts.requests(), cfg, policy, cm, max_records=None if json_path else rows)

@@ -38,7 +38,7 @@ def perfetto_cmd(
     if max_events < 0 or 0 < max_events < 100:
         raise ConfigError(f"--max-events {max_events}: expected 0 (no cap) or a count >= 100")
     check_output_file(output, "--output")
-    cfg, cm = opts.engine_config(policy), opts.cost_model()
+    cfg, cm = opts.engine_config(policy), opts.cost_model(policy)
     reqs = opts.requests()
     if opts.is_cluster():  # a process per replica
         result = opts.simulate_cluster(reqs, cfg, policy, cm, "full")
@@ -85,7 +85,7 @@ def report(
 
         check_output_dir(png, "--png")
         require_matplotlib()
-    cfg, cm = opts.engine_config(policy), opts.cost_model()
+    cfg, cm = opts.engine_config(policy), opts.cost_model(policy)
     reqs = opts.requests()
     if opts.is_cluster():  # a section per replica, on the cluster's one time axis
         if policies is not None or set_ is not None:

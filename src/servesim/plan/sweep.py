@@ -75,7 +75,7 @@ def simulate_point(base: Any, point: Point, record: str = "summary") -> tuple[An
     error names the point."""
     try:
         opts = point_options(base, point)
-        cost = opts.cost_model()
+        cost = opts.cost_model(point.policy)
         config = opts.engine_config(point.policy)
         if point.knobs:
             config = config.with_knobs(dict(point.knobs))
