@@ -35,27 +35,40 @@ def block_hashes(hash_ids: Sequence[object], prompt_len: int, num_tokens: int, b
     `known`: the chain so far, extended in place (a decode adds one block every `block_size` steps); once it
     covers the prompt, `hash_ids` is not read (and may be empty).
 
-    Each node is a 64-bit hash of (parent, the content's text): O(1) to look up and to keep, where a nested tuple
-    would be as long as the chain. Like vLLM's hashes it could collide, with a chance of about n^2 / 2^64 for n
-    blocks; the content is hashed as text because ints' own hashes collide (`hash(-1) == hash(-2)`)."""
+    Each node is a 64-bit hash of (parent, id, generated tokens in the block): O(1) to look up and to keep, where
+    a nested tuple would be as long as the chain. Like vLLM's hashes it could collide, with a chance of about
+    n^2 / 2^64 for n blocks. An id that is not a non-negative int (or a pair of them, a split id) goes in as its
+    text: ints' own hashes collide (`hash(-1) == hash(-2)`)."""
     out: list[BlockHash] = [] if known is None else known
     if len(out) * block_size < prompt_len and len(hash_ids) != -(-prompt_len // block_size):  # (past the prompt,
         raise ValueError(f"{len(hash_ids)} hash_ids for a {prompt_len}-token prompt in blocks of {block_size}; "
                          f"expected {-(-prompt_len // block_size)}")
+    get = getattr(hash_ids, "item", None) or hash_ids.__getitem__  # (a view's ids without its index checks)
     parent = out[-1] if out else 0
     end = num_tokens // block_size
     whole = min(end, prompt_len // block_size)  # blocks of prompt tokens only
     for i in range(len(out), whole):
-        parent = hash((parent, f"{hash_ids[i]!r}/0"))
+        parent = hash((parent, _content(get(i)), 0))
         out.append(parent)
-    generated = f"/{block_size}"
     for i in range(len(out), end):
         prompt_here = prompt_len - i * block_size
         # the prompt's last ids with generated tokens after them in this block, or generated tokens only
-        content = f"{hash_ids[i]!r}/{block_size - prompt_here}" if prompt_here > 0 else generated
-        parent = hash((parent, content))
+        parent = hash((parent, _content(get(i)), block_size - prompt_here) if prompt_here > 0
+                      else (parent, GENERATED, block_size))
         out.append(parent)
     return out
+
+
+def _content(hid: object) -> object:
+    """A block's id as hashed: itself when its hash cannot collide with another id's, else its text."""
+    t = type(hid)
+    if t is int:
+        return hid if hid >= 0 else repr(hid)
+    if t is tuple and len(hid) == 2:
+        a, b = hid
+        if type(a) is int and a >= 0 and type(b) is int and b >= 0:
+            return hid
+    return repr(hid)
 
 
 class BlockPool:
