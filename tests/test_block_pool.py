@@ -35,6 +35,12 @@ def test_p1_identity_is_a_chain_over_prompt_and_generated_tokens():
     assert block_hashes([1, 2, 3], 10, 16, BS, known=a[:2]) == longer  # a chain so far, extended
     with pytest.raises(ValueError, match="2 hash_ids for a 10-token prompt"):
         block_hashes([1, 2], 10, 10, BS)
+    # ids whose own hashes are equal (hash(-1) == hash(-2) in CPython), bare or in a split pair, are other blocks;
+    # so are an id and the same digits as text
+    assert hash(-1) == hash(-2)
+    assert block_hashes([-1], BS, BS, BS) != block_hashes([-2], BS, BS, BS)
+    assert block_hashes([(-1, 0)], BS, BS, BS) != block_hashes([(-2, 0)], BS, BS, BS)
+    assert block_hashes([1], BS, BS, BS) != block_hashes(["1"], BS, BS, BS)
 
 
 def test_p2_p3_longest_full_prefix_never_the_last_token():
