@@ -71,14 +71,7 @@ class Adder:
                 self.why = "the chunk budget is spent"
                 return self._reject(s, Reason.CHUNK_BUDGET)
             self.new_chunked, reserve = s, 0
-        s.num_computed_tokens = s.num_cached_tokens = cached
-        s.num_blocks = cached // ps  # (a hit is whole pages)
-        if s.first_cached_tokens < 0:
-            s.first_cached_tokens = cached
-        if s.num_preemptions:
-            sched.out.resumed.add(s)
-        self._commit(s, n, reserve)
-        return self._state()
+        return self._admit(s, cached, n, reserve)
 
     def add_one_ignore_eos(self, s: RequestState) -> Reason | None:
         """add_one_req_ignore_eos (the radix cache off): `s` must fit now, and the pool must last if every
@@ -115,11 +108,16 @@ class Adder:
                 return Reason.CHUNK_BUDGET
             n, reserve = self.rem_chunk, 0
             self.new_chunked = s
-        s.num_computed_tokens = s.num_cached_tokens = s.num_blocks = 0
+        return self._admit(s, 0, n, reserve)
+
+    def _admit(self, s: RequestState, cached: int, n: int, reserve: int) -> Reason | None:
+        """`s` goes in with its `cached` tokens (whole pages) and n to compute; then is there room for more?"""
+        s.num_computed_tokens = s.num_cached_tokens = cached
+        s.num_blocks = cached // self.sched.sg.page_size
         if s.first_cached_tokens < 0:
-            s.first_cached_tokens = 0
+            s.first_cached_tokens = cached
         if s.num_preemptions:
-            sched.out.resumed.add(s)
+            self.sched.out.resumed.add(s)
         self._commit(s, n, reserve)
         return self._state()
 

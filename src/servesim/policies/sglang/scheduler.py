@@ -249,11 +249,9 @@ class SGLangScheduler(Scheduler):
     def decode_ratios(self, step: int, k: int) -> list[float]:
         """new_token_ratio in force at steps step .. step+k-1, decode steps the fast path runs without schedule()
         (which decays the ratio for them when it next runs: `last_step`)."""
-        ratio, decay, low, out = self.ratio, self.sg.ratio_decay, self.sg.ratio_min, []
-        for _ in range(step - self.last_step - 1):
-            ratio = max(ratio - decay, low)
+        ratio, out = decayed(self.ratio, step - self.last_step - 1, self.decay_path), []
         for _ in range(k):
-            ratio = max(ratio - decay, low)
+            ratio = decayed(ratio, 1, self.decay_path)
             out.append(ratio)
         return out
 
