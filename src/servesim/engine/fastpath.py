@@ -163,9 +163,7 @@ class FastPath:
         """The cohort's decode step does not fit the free pool: a policy whose decode step evicts its prefix
         cache for room (SGLang's `update_running_batch`) makes it now, as that step would; False if it cannot
         (schedule() then retracts, seeing everyone) or the policy does not."""
-        if not getattr(engine.sched, "decode_evicts", False):
-            return False
-        return engine.kv.make_room(growth)
+        return engine.sched.decode_evicts and engine.kv.make_room(growth)
 
     def decodes_ahead(self, engine: Engine) -> int:
         """The cohort's decodes are this step's first n, their blocks taken from the pool before schedule()."""

@@ -45,6 +45,8 @@ class Scheduler:
     decodes_ahead = True  # False: a step may run prompts without the running decodes (vLLM v0): the engine's fast
     #                       path then schedules no decode ahead of schedule() while a request waits
     cohort_whole = False  # True: the fast path takes the decode cohort only when it is the whole running batch
+    decode_evicts = False  # True: a decode step short of KV evicts the policy's prefix cache for it (SGLang), so
+    #                        the fast path may make that room itself (`kv.make_room`) and keep its cohort
     chunked_req = None  # a request between prompt chunks outside the running list (SGLang): no stretch meanwhile
     end_step = None  # a policy's hook after each step has run (SGLang inserts prefilled tokens in its radix tree)
 
