@@ -104,3 +104,17 @@ def test_the_policy_brings_its_engine_preset():
     assert opts.cost_model("vllm").engine.name == "vllm-0.33"
     assert SimOptions(model="llama-3-8b", engine="trtllm").cost_model("sglang").engine.name == "trtllm"
     assert SimOptions(cost="toy").cost_model("sglang").name == "toy"
+
+
+def test_mem_fraction_static_is_refused_where_it_would_be_ignored():
+    reqs = [Request("a", 0.0, 100, 4)]
+    with pytest.raises(ConfigError, match="the toy cost knows no GPU memory"):
+        simulate(reqs, EngineConfig(sglang=SGLangConfig(mem_fraction_static=0.5)), "sglang", "toy")
+    cost = get_cost_model("roofline", model="llama-3-8b", gpu="h100-80gb")
+    both = SGLangConfig(mem_fraction_static=0.5, max_total_num_tokens=1000)
+    with pytest.raises(ConfigError, match="give one of sglang.max_total_num_tokens and sglang.mem_fraction_static"):
+        simulate(reqs, EngineConfig(sglang=both), "sglang", cost)
+    # a resolved config (the pair it derived) runs again as it is: the unchunked counterfactual does this
+    r = simulate(reqs, EngineConfig(sglang=SGLangConfig(mem_fraction_static=0.5)), "sglang", cost)
+    again = simulate(reqs, EngineConfig(sglang=r.config.sglang), "sglang", cost)
+    assert again.config.sglang.max_total_num_tokens == r.config.sglang.max_total_num_tokens == 205_152

@@ -112,7 +112,17 @@ def with_token_pool(sg: SGLangConfig, cost: object) -> SGLangConfig:
     """`max_total_num_tokens` from the cost model's GPU and model when it is not given, at the given or default
     `mem_fraction_static` (a cost model that cannot size a pool, the toy cost, leaves it unlimited)."""
     derive = getattr(cost, "max_total_num_tokens", None)
-    if sg.max_total_num_tokens is not None or not callable(derive):
+    given = sg.mem_fraction_static
+    if given is not None and not callable(derive):
+        raise ConfigError(f"sglang.mem_fraction_static {given}: the {getattr(cost, 'name', cost)} cost knows no GPU "
+                          "memory to take a fraction of; use a roofline (--model/--gpu) or give "
+                          "sglang.max_total_num_tokens")
+    if sg.max_total_num_tokens is not None:
+        if given is not None and derive(given) != sg.max_total_num_tokens:  # (a resolved pair passes again)
+            raise ConfigError("give one of sglang.max_total_num_tokens and sglang.mem_fraction_static: the pool's "
+                              "size, or the share of GPU memory it comes from")
+        return sg
+    if not callable(derive):
         return sg
     from dataclasses import replace
 
