@@ -236,7 +236,7 @@ def compare_cluster(opts: SimOptions, reqs, cfg, cm, policy: str, policies: list
         knob = set_.partition("=")[0].strip().replace("-", "_")
         knob, values = parse_cluster_set(set_) if knob in KNOBS else parse_set(set_)
         for v in values:
-            o, c = (replace(opts, **{knob: v}), cfg) if knob in KNOBS else (opts, replace(cfg, **{knob: v}))
+            o, c = (replace(opts, **{knob: v}), cfg) if knob in KNOBS else (opts, cfg.with_knobs({knob: v}))
             runs[f"{v}"] = o.simulate_cluster(reqs, c, policy, cm, "full")
     note(opts.lesson_note(policy))
     rejected_note(max((c.cluster for c in runs.values()), key=lambda r: len(r.rejected)))
