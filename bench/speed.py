@@ -58,7 +58,7 @@ import json, resource, time
 t0 = time.perf_counter()
 from servesim.analysis.benchmark import benchmark_metrics
 from servesim.analysis.breakdown import server_metrics
-from servesim.engine.config import EngineConfig
+from servesim.engines.config import EngineConfig
 from servesim.cost import get_cost_model
 from servesim.engine import simulate
 from servesim.workloads import make_table
@@ -88,7 +88,7 @@ import json, time
 t0 = time.perf_counter()
 from servesim.analysis.benchmark import benchmark_metrics
 from servesim.analysis.breakdown import server_metrics
-from servesim.engine.config import EngineConfig
+from servesim.engines.config import EngineConfig
 from servesim.cost import get_cost_model
 from servesim.engine import simulate
 from servesim.analysis.overload import detect_overload

@@ -3,8 +3,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from servesim.engine import simulate
-from servesim.engine.config import EngineConfig
 from servesim.engine.request import Request
+from servesim.engines.config import EngineConfig
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 
@@ -66,7 +66,7 @@ def load_error(path: Path, **kw: object) -> str:
 def assert_same_schedule(expected: dict, actual: dict) -> None:
     """A recorded trace and servesim's agree (conformance/README.md, "What a match means"): every step, the
     preemption count, and each request's first scheduled, first token and finish steps and preemptions."""
-    from servesim.conformance import first_difference
+    from servesim.engines.vllm.conformance import first_difference
 
     assert first_difference(expected, actual) is None
     assert actual["summary"]["total_preemptions"] == expected["summary"]["total_preemptions"]

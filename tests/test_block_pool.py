@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from servesim import EngineConfig, Request, simulate
-from servesim.engine.block_pool import BlockPool, block_hashes
+from servesim.engines.vllm.block_pool import BlockPool, block_hashes
 
 BS = 4
 

@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 from servesim.cluster import Pool, simulate_cluster
 from servesim.cluster.routers import ROUTERS, make_router
 from servesim.engine import simulate
-from servesim.engine.config import EngineConfig
 from servesim.engine.records import Reason
 from servesim.engine.request import Request
+from servesim.engines.config import EngineConfig
 from servesim.errors import ConfigError
 from servesim.workloads.sessions import conversations
 

@@ -15,8 +15,8 @@ from servesim.cluster import Pool, simulate_cluster
 from servesim.cluster.compare import cluster_rows, cluster_sentences, parse_cluster_set
 from servesim.cluster.explain import explain_cluster_request
 from servesim.engine import simulate
-from servesim.engine.config import EngineConfig
 from servesim.engine.request import Request
+from servesim.engines.config import EngineConfig
 from servesim.errors import ConfigError
 
 MS = 1e-3

@@ -7,7 +7,7 @@ from helpers import SHARED, assert_same_schedule
 from typer.testing import CliRunner
 
 from servesim.cli.app import app
-from servesim.conformance import load_scenario, run_scenario, to_trace
+from servesim.engines.vllm.conformance import load_scenario, run_scenario, to_trace
 
 FIXTURES = sorted(p.stem for p in (SHARED / "conformance" / "scenarios").glob("*.json")) if SHARED.is_dir() else []
 

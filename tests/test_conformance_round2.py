@@ -8,7 +8,7 @@ Every scenario must match its trace step for step: the large random schedules (s
 import pytest
 from helpers import SHARED, assert_same_schedule
 
-from servesim.conformance import load_scenario, load_trace, run_scenario, to_trace
+from servesim.engines.vllm.conformance import load_scenario, load_trace, run_scenario, to_trace
 
 ROUND2 = SHARED / "conformance" / "round2"
 SCENARIOS = sorted(p.stem for p in (ROUND2 / "scenarios").glob("*.json")) if ROUND2.is_dir() else []

@@ -9,7 +9,7 @@ from helpers import SHARED, cli
 from typer.testing import CliRunner
 
 from servesim.cli.app import app
-from servesim.conformance_sglang import first_difference, load_scenario, load_trace, run_scenario, to_trace
+from servesim.engines.sglang.conformance import first_difference, load_scenario, load_trace, run_scenario, to_trace
 
 DIR = SHARED / "conformance" / "sglang"
 FIXTURES = sorted(p.stem for p in (DIR / "scenarios").glob("*.json")) if DIR.is_dir() else []

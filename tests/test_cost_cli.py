@@ -9,7 +9,7 @@ from helpers import cli
 
 from servesim.cost import Roofline, StepShape, get_cost_model
 from servesim.engine import simulate
-from servesim.engine.config import EngineConfig
+from servesim.engines.config import EngineConfig
 from servesim.workloads import load_workload
 
 BOUNDS = {"compute", "memory", "communication", "overhead"}

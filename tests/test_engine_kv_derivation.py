@@ -2,7 +2,7 @@
 
 from servesim.cost import get_cost_model
 from servesim.engine import simulate
-from servesim.engine.config import EngineConfig
+from servesim.engines.config import EngineConfig
 from servesim.workloads import load_workload
 
 

@@ -11,7 +11,7 @@ import pytest
 from servesim.analysis.compare import compare_sentences, run_policies
 from servesim.analysis.explain import bound_sentence, chunking_sentences, explain_request, explain_run, prefill_phases
 from servesim.engine import simulate
-from servesim.engine.config import EngineConfig
+from servesim.engines.config import EngineConfig
 from servesim.run import Run
 from servesim.workloads import load_workload
 

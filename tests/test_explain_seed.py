@@ -6,7 +6,7 @@ from helpers import reqs, run
 from servesim.analysis.compare import compare_sentences, parse_set, run_policies, run_sweep
 from servesim.analysis.explain import bound_sentence, chunking_sentences, explain_request, explain_run
 from servesim.engine import simulate
-from servesim.engine.config import EngineConfig
+from servesim.engines.config import EngineConfig
 from servesim.errors import ConfigError
 from servesim.run import Run
 from servesim.workloads import load_workload

@@ -9,8 +9,8 @@ from test_properties import scenarios
 
 from servesim.cost import get_cost_model
 from servesim.engine import simulate
-from servesim.engine.config import EngineConfig
 from servesim.engine.request import Request
+from servesim.engines.config import EngineConfig
 from servesim.errors import ConfigError
 from servesim.workloads import load_workload
 
@@ -158,7 +158,7 @@ def test_prefix_caching_fast_path_is_step_by_step(w, record):
 def sglang_workloads(draw):
     """SGLang scenarios for the fast path: arrivals spread out (so prefill steps come between decode steps of a
     large batch), mixed chunk on/off, radix cache on/off, a small token pool that retracts or an unlimited one."""
-    from servesim.engine.sglang_config import SGLangConfig
+    from servesim.engines.sglang.server_args import SGLangConfig
 
     n = draw(st.integers(1, 14))
     reqs = []
@@ -240,8 +240,8 @@ def test_sglang_bounded_pool_keeps_the_cohort_through_prefills_and_evictions(mon
     members' reserve read at its clock), and decode steps short of slots evict the tree for them, as a
     step-by-step run does; both happen here, and the runs are the same."""
     from servesim.engine.fastpath import FastPath
-    from servesim.engine.sglang_config import SGLangConfig
-    from servesim.policies.sglang import SGLangScheduler
+    from servesim.engines.sglang.scheduler import SGLangScheduler
+    from servesim.engines.sglang.server_args import SGLangConfig
 
     taken = {"prefill": 0, "room": 0}
     sure, room = SGLangScheduler._sure_to_admit, FastPath._make_room

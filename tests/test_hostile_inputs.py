@@ -17,11 +17,11 @@ from helpers import SHARED, cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from servesim.conformance import first_difference, load_scenario, load_trace, scenario_requests
 from servesim.cost import CostParams, Roofline, StepShape, ToyCost, UnitCost
 from servesim.cost.calibrate import read_measurements
 from servesim.cost.profile import load_profile, profile_dict
 from servesim.cost.specs import builtin_models, load_gpu, load_model
+from servesim.engines.vllm.conformance import first_difference, load_scenario, load_trace, scenario_requests
 from servesim.errors import ConfigError, ServesimError, WorkloadError
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -17,7 +17,7 @@ from servesim.analysis.benchmark import (
     to_json,
 )
 from servesim.engine import simulate
-from servesim.engine.config import EngineConfig
+from servesim.engines.config import EngineConfig
 from servesim.errors import ConfigError
 from servesim.workloads import load_workload
 

@@ -8,8 +8,8 @@ from servesim.analysis.breakdown import Bound, bound_by, request_breakdown, serv
 from servesim.analysis.metrics import token_gaps
 from servesim.analysis.overload import detect_overload, trend
 from servesim.engine import simulate
-from servesim.engine.config import EngineConfig
 from servesim.engine.request import Request
+from servesim.engines.config import EngineConfig
 from servesim.workloads import load_workload
 
 MS = 1e-3

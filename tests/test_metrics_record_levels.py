@@ -9,8 +9,8 @@ from servesim.analysis.explain import explain_request, explain_run
 from servesim.analysis.metrics import prompt_tokens_processed, slot_utilization, worst_gap
 from servesim.analysis.overload import detect_overload
 from servesim.engine import simulate
-from servesim.engine.config import EngineConfig
 from servesim.engine.request import Request
+from servesim.engines.config import EngineConfig
 from servesim.errors import ServesimError
 from servesim.run import Run
 from servesim.workloads import load_workload

@@ -3,7 +3,7 @@
 import polars as pl
 
 from servesim.engine import simulate
-from servesim.engine.config import EngineConfig
+from servesim.engines.config import EngineConfig
 from servesim.export.parquet import ParquetRecords
 from servesim.workloads import load_workload
 

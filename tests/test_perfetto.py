@@ -16,7 +16,7 @@ from test_properties import SETTINGS, scenarios
 
 from servesim.analysis.metrics import prompt_tokens_processed
 from servesim.engine import simulate
-from servesim.engine.config import EngineConfig
+from servesim.engines.config import EngineConfig
 from servesim.export.perfetto import cluster_trace_events, trace_events
 from servesim.workloads import load_workload
 

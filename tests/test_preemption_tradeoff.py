@@ -3,8 +3,8 @@
 import pytest
 
 from servesim.engine import simulate
-from servesim.engine.config import EngineConfig
 from servesim.engine.request import Request
+from servesim.engines.config import EngineConfig
 
 REQUESTS = [Request(f"r{i}", 0.0, 1500, 300) for i in range(3)]
 

@@ -6,9 +6,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from servesim.engine import simulate
-from servesim.engine.config import EngineConfig
 from servesim.engine.kv import blocks_for
 from servesim.engine.request import Request
+from servesim.engines.config import EngineConfig
 
 
 @st.composite

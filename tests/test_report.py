@@ -17,7 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from servesim.engine import simulate
-from servesim.engine.config import EngineConfig
+from servesim.engines.config import EngineConfig
 from servesim.report.html import headline, report_html
 from servesim.report.view import cdf, run_view, step_panel
 from servesim.workloads import load_workload

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from servesim.engine import simulate
-from servesim.engine.config import EngineConfig
+from servesim.engines.config import EngineConfig
 from servesim.report.html import write_report
 from servesim.report.view import run_view
 from servesim.workloads import load_workload

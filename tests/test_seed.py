@@ -5,7 +5,7 @@ from helpers import tokens
 
 from servesim.analysis.metrics import prefill_chunks, prompt_tokens_processed, worst_gap
 from servesim.engine import simulate
-from servesim.engine.config import EngineConfig
+from servesim.engines.config import EngineConfig
 from servesim.lesson import chunked_iteration_time, plan_chunks
 from servesim.workloads import load_workload
 

@@ -4,9 +4,9 @@ import pytest
 
 from servesim.cost import get_cost_model
 from servesim.engine import simulate
-from servesim.engine.config import EngineConfig
 from servesim.engine.request import Request
-from servesim.engine.sglang_config import SGLangConfig, default_mem_fraction_static
+from servesim.engines.config import EngineConfig
+from servesim.engines.sglang.server_args import SGLangConfig, default_mem_fraction_static
 from servesim.errors import ConfigError
 
 GiB = 2**30

@@ -5,13 +5,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from servesim.conformance_sglang import run_scenario, to_trace
 from servesim.engine import simulate
-from servesim.engine.config import EngineConfig
-from servesim.engine.radix_cache import RadixCache, TokenRun
 from servesim.engine.records import Reason
 from servesim.engine.request import Request
-from servesim.engine.sglang_config import SGLangConfig
+from servesim.engines.config import EngineConfig
+from servesim.engines.sglang.conformance import run_scenario, to_trace
+from servesim.engines.sglang.radix_cache import RadixCache, TokenRun
+from servesim.engines.sglang.server_args import SGLangConfig
 from servesim.errors import ConfigError
 
 DECAY = (0.7 - 0.098) / 600  # S5: init 0.7, min 0.7 x 0.14, over 600 decode steps
@@ -377,7 +377,7 @@ def test_requests_without_tokens_skip_the_tree_only_where_that_changes_nothing(c
     as with every request in the tree, records and timelines alike (mixed with requests whose tokens can hit)."""
     from dataclasses import replace
 
-    from servesim.policies.sglang import SGLangScheduler
+    from servesim.engines.sglang.scheduler import SGLangScheduler
 
     reqs, sg = case
     sg = replace(sg, max_total_num_tokens=None)
@@ -396,7 +396,7 @@ def test_requests_without_tokens_skip_the_tree_only_where_that_changes_nothing(c
 def test_decay_looked_up_on_the_path_is_the_step_by_step_decay(ratio, times):
     """The ratio after `times` decode steps, looked up on the path down from init, is the one-subtraction-a-step
     float (S5), off the path (after a retraction: 0.5, below the floor: 0.05) as well."""
-    from servesim.policies.sglang.ratio import decay_path, decayed
+    from servesim.engines.sglang.ratio import decay_path, decayed
 
     sg = SGLangConfig()
     expected = ratio

@@ -6,8 +6,8 @@ import pytest
 from helpers import reqs
 
 from servesim.engine import simulate
-from servesim.engine.config import EngineConfig
 from servesim.engine.timelines import Timelines
+from servesim.engines.config import EngineConfig
 
 
 def test_columns_round_trip_through_timeline_objects():

@@ -4,7 +4,7 @@ each, on the unit step clock, numbers by hand."""
 from helpers import reqs, run, tokens
 
 from servesim.engine.records import Reason
-from servesim.policies.base import FINISHED_IN_FLIGHT
+from servesim.engine.scheduler import FINISHED_IN_FLIGHT
 
 
 def test_rule1_priority_ties_keep_workload_order_never_id_order():

@@ -7,9 +7,9 @@ from hypothesis import strategies as st
 
 from servesim.analysis.metrics import worst_gap
 from servesim.engine import simulate
-from servesim.engine.config import EngineConfig
 from servesim.engine.records import Reason
 from servesim.engine.request import Request
+from servesim.engines.config import EngineConfig
 from servesim.workloads import load_workload
 
 MS = 1e-3

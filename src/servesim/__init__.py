@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from servesim.cluster import simulate_cluster
-    from servesim.engine.config import EngineConfig
     from servesim.engine.loop import simulate
     from servesim.engine.request import Request, RequestStatus
+    from servesim.engines.config import EngineConfig
     from servesim.lesson.functions import (
         chunk_size,
         chunked_iteration_time,
@@ -35,7 +35,7 @@ __all__ = ["EngineConfig", "Request", "RequestStatus", "Run", "__version__", "ca
            "tokens_processed", "utilization", "worst_stall"]
 __version__ = "0.1.0"
 
-_HOMES = {"EngineConfig": "servesim.engine.config", "simulate": "servesim.engine.loop",
+_HOMES = {"EngineConfig": "servesim.engines.config", "simulate": "servesim.engine.loop",
           "Request": "servesim.engine.request", "RequestStatus": "servesim.engine.request", "Run": "servesim.run",
           "simulate_cluster": "servesim.cluster", "sweep": "servesim.plan.api", "capacity": "servesim.plan.api",
           **dict.fromkeys(_LESSON, "servesim.lesson.functions")}

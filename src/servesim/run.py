@@ -24,9 +24,9 @@ from servesim.analysis.breakdown import ServerMetrics, request_breakdown, server
 from servesim.analysis.overload import Overload, detect_overload
 from servesim.cost import CostModel
 from servesim.engine import simulate
-from servesim.engine.config import EngineConfig
 from servesim.engine.request import Request
 from servesim.engine.result import SimResult
+from servesim.engines.config import EngineConfig
 from servesim.errors import ServesimError
 
 
@@ -61,7 +61,7 @@ class Run:
         gets vLLM's defaults for the GPU, the lesson's workloads the lesson's settings.
         `record="summary"` is fastest and gives every metric; explanations and `bound_by` need "full"."""
         from servesim.defaults import build_cost, lesson_settings
-        from servesim.policies import policy_class
+        from servesim.engines.registry import policy_class
         from servesim.workloads import load_workload
 
         toy = {k: config.pop(k) for k in ("decode_ms", "prefill_token_ms", "overhead_ms") if k in config}
@@ -147,7 +147,7 @@ class Run:
         if self.workload is None or self.cost is None or not self.result.config.enable_chunked_prefill:
             return None
         if self.result.policy == "sglang":
-            from servesim.policies.sglang import unchunked_config
+            from servesim.engines.sglang.config import unchunked_config
 
             cfg = unchunked_config(self.result.config)
         else:

@@ -19,11 +19,11 @@ from servesim.analysis.metrics import (
 from servesim.analysis.overload import detect_overload
 from servesim.cost import CostModel
 from servesim.engine import simulate
-from servesim.engine.config import EngineConfig
 from servesim.engine.request import Request
 from servesim.engine.result import SimResult
+from servesim.engines.config import EngineConfig
+from servesim.engines.registry import policy_class
 from servesim.errors import ConfigError
-from servesim.policies import policy_class
 
 
 def run_policies(requests: Sequence[Request], policies: Sequence[str], config: EngineConfig,
@@ -35,7 +35,7 @@ def run_policies(requests: Sequence[Request], policies: Sequence[str], config: E
     for name in policies:
         cfg = config
         if name == "sglang":  # SGLang's scheduler has its own knobs: vLLM's sizes carried over, said in a note
-            from servesim.engine.sglang_config import from_vllm_sizes
+            from servesim.engines.sglang.config import from_vllm_sizes
 
             cfg, moved = from_vllm_sizes(config)
             if moved:

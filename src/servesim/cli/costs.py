@@ -278,7 +278,7 @@ def _calibrate_serve(measured: Path, model: str, gpu: str, tp: int, output: Path
     from servesim.cost.host import get_engine
     from servesim.cost.roofline import CostParams
     from servesim.cost.specs import load_gpu
-    from servesim.engine.config import EngineConfig
+    from servesim.engines.config import EngineConfig
 
     result = read_vllm_result(measured, replay["--request-rate"], replay["--burstiness"])
     preset = get_engine(engine, **{k: v for k, v in flags.items() if v is not None})

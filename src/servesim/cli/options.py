@@ -35,8 +35,9 @@ from servesim.cli.workload import (
     WorkloadOpt,
     workload_from_options,
 )
-from servesim.engine.config import BLOCK_SIZES, EngineConfig
 from servesim.engine.request import Request
+from servesim.engines.config import EngineConfig
+from servesim.engines.vllm.config import BLOCK_SIZES
 from servesim.errors import ConfigError
 
 Policy = Annotated[str, typer.Option("--policy", "-p",
@@ -168,7 +169,7 @@ class SimOptions:
     disable_custom_all_reduce: Annotated[bool | None, _opt("--disable-custom-all-reduce/--enable-custom-all-reduce",
                                                            help="NCCL only, not vLLM's custom all-reduce for "
                                                            "small messages. Default: the preset's.")] = None
-    # SGLang's server options (policy sglang; `servesim.engine.sglang_config`), SGLang's names
+    # SGLang's server options (policy sglang; `servesim.engines.sglang.server_args`), SGLang's names
     chunked_prefill_size: Annotated[int | None, _opt("--chunked-prefill-size", help="SGLang: prompt tokens per "
                                                      "chunk (-1: off). Default 8192.")] = None
     max_prefill_tokens: Annotated[int | None, _opt("--max-prefill-tokens", help="SGLang: prompt tokens per "
@@ -342,7 +343,7 @@ class SimOptions:
         """`sglang_too`: the config also carries SGLang's flags as its sglang section, for a run of several policies
         one of which is sglang (`compare --policies`; the others run without the section)."""
         from servesim.defaults import lesson_settings
-        from servesim.policies import policy_class
+        from servesim.engines.registry import policy_class
 
         if self.block_size not in BLOCK_SIZES:
             raise ConfigError(f"--block-size {self.block_size}: vLLM allows {', '.join(map(str, BLOCK_SIZES))}")
@@ -363,7 +364,7 @@ class SimOptions:
         if sglang_too:
             return replace(EngineConfig(**(lesson | {k: v for k, v in given.items() if v is not None})), sglang=sglang)
         if sglang is not None:  # the lesson's sizes under SGLang's names; vLLM knobs given are the policy's to refuse
-            from servesim.engine.sglang_config import from_vllm_sizes
+            from servesim.engines.sglang.config import from_vllm_sizes
 
             cfg, _ = from_vllm_sizes(EngineConfig(**lesson), sglang)
             return replace(cfg, **{k: v for k, v in given.items() if v is not None})
@@ -372,7 +373,7 @@ class SimOptions:
     def sglang_config(self, policy: str):
         """SGLang's server flags as `EngineConfig.sglang` for policy sglang (None for the others, which refuse
         them)."""
-        from servesim.engine.sglang_config import SGLangConfig
+        from servesim.engines.sglang.server_args import SGLangConfig
 
         flags = {"chunked_prefill_size": self.chunked_prefill_size, "max_prefill_tokens": self.max_prefill_tokens,
                  "max_running_requests": self.max_running_requests, "schedule_policy": self.schedule_policy,
@@ -407,7 +408,7 @@ class SimOptions:
     def lesson_note(self, policy: str = "vllm") -> str | None:
         """What the lesson's settings set, for a lesson workload (None otherwise or when all were given)."""
         from servesim.defaults import lesson_settings
-        from servesim.policies import policy_class
+        from servesim.engines.registry import policy_class
 
         names = {"max_num_seqs": "max_running_requests", "max_num_batched_tokens": "chunked_prefill_size"}
         settings = lesson_settings(self.workload_name(), policy_class(policy).chunked)

@@ -14,9 +14,9 @@ from servesim.cli.app import app
 from servesim.cli.options import Policy, SimOptions, simulating
 from servesim.cli.term import LazyConsole
 from servesim.engine import simulate
-from servesim.engine.config import EngineConfig
 from servesim.engine.result import SimResult
-from servesim.engine.sglang_config import SGLangConfig
+from servesim.engines.config import EngineConfig
+from servesim.engines.sglang.server_args import SGLangConfig
 from servesim.errors import ConfigError
 from servesim.workloads import load_workload
 
@@ -194,22 +194,20 @@ def lesson() -> None:
 @app.command()
 def conform(
     scenario: Annotated[Path, typer.Argument(help="A scenario JSON in the ../shared/conformance format.")],
-    expected: Annotated[Path | None, typer.Option("--expected", help="A trace recorded from vLLM to match.")] = None,
+    expected: Annotated[Path | None, typer.Option("--expected", help="A trace recorded from the engine to "
+                                                                    "match.")] = None,
     out: Annotated[Path | None, typer.Option("--out", help="Write servesim's trace (same schema) here.")] = None,
-    policy: Annotated[str, typer.Option(help="vllm (../shared/conformance) or sglang (../shared/conformance/"
-                                             "sglang: SGLang's scenario and trace format).")] = "vllm",
+    policy: Annotated[str | None, typer.Option(help="The engine's policy: vllm (../shared/conformance) or sglang "
+                                                    "(../shared/conformance/sglang). Default: the engine whose "
+                                                    "format the scenario is in.")] = None,
 ) -> None:
-    """Run a conformance scenario with the vllm (or sglang) policy on a step clock (every step costs 1.0); with
+    """Run a conformance scenario under its engine's policy on a step clock (every step costs 1.0); with
     --expected, exit 0 on an exact match, else print the first differing step side by side and exit 1."""
     from servesim.export.json_records import write_json
     from servesim.export.paths import check_output_file
 
-    if policy not in ("vllm", "sglang"):
-        raise ConfigError(f"--policy {policy!r}: expected vllm or sglang (the engines with recorded schedules)")
-    if policy == "sglang":
-        from servesim import conformance_sglang as conf
-    else:
-        from servesim import conformance as conf
+    spec = _conformance_engine(scenario, policy)
+    conf = spec.load("conformance")
     if out:
         check_output_file(out, "--out")
     sc = conf.load_scenario(scenario)
@@ -220,13 +218,9 @@ def conform(
     summary = actual["summary"]
     if expected is None:
         n = summary.get("total_preemptions", summary.get("total_retractions"))
-        console.print(f"{len(actual['steps'])} steps, {n} {'retractions' if policy == 'sglang' else 'preemptions'}")
+        console.print(f"{len(actual['steps'])} steps, {n} {spec.preemption_word}")
         return
-    exp = conf.load_trace(expected)
-    if policy == "sglang":
-        diff = conf.first_difference(exp, actual, radix=sc["config"].get("radix_cache", False))
-    else:
-        diff = conf.first_difference(exp, actual)
+    diff = conf.compare(sc, conf.load_trace(expected), actual)
     if diff is None:
         console.print(f"[green]match[/green]: {len(actual['steps'])} steps identical to {expected}")
         return
@@ -234,8 +228,27 @@ def conform(
     from rich.table import Table
 
     t = Table(title=f"first difference: step #{i}, field {field}", title_justify="left")
-    t.add_column(f"{'SGLang' if policy == 'sglang' else 'vLLM'} (expected)", overflow="fold")
+    t.add_column(f"{spec.display} (expected)", overflow="fold")
     t.add_column("servesim", overflow="fold")
     t.add_row(json.dumps(want), json.dumps(got))
     console.print(t)
     raise typer.Exit(1)
+
+
+def _conformance_engine(scenario: Path, policy: str | None):
+    """The engine whose format to read `scenario` in: --policy's, else the one the scenario's config names (a file
+    that cannot be read or told apart is read as vLLM's, whose reader then says what is wrong)."""
+    from servesim.engines.registry import conformance_for, engines
+
+    recorded = [e for e in engines() if e.conformance]
+    if policy is not None:
+        spec = next((e for e in recorded if e.load("conformance").POLICY == policy), None)
+        if spec is None:
+            names = " or ".join(e.load("conformance").POLICY for e in recorded)
+            raise ConfigError(f"--policy {policy!r}: expected {names} (the engines with recorded schedules)")
+        return spec
+    try:
+        parsed = json.loads(scenario.read_bytes())
+    except (OSError, ValueError):
+        parsed = None
+    return conformance_for(parsed) or recorded[0]

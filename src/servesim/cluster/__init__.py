@@ -12,11 +12,11 @@ from servesim.cluster.replicas import ROLES, Cluster, Pool, make_replica
 from servesim.cluster.result import ClusterResult, cluster_timelines
 from servesim.cluster.routers import ROUTERS, make_router
 from servesim.cost import CostModel, get_cost_model
-from servesim.engine.config import EngineConfig
 from servesim.engine.loop import RECORD_LEVELS
 from servesim.engine.request import Request
 from servesim.engine.resolve import resolve_config
 from servesim.engine.result import SimResult
+from servesim.engines.config import EngineConfig
 from servesim.errors import ConfigError
 
 __all__ = ["ROUTERS", "ClusterResult", "Pool", "simulate_cluster"]

@@ -20,10 +20,10 @@ from heapq import heappop, heappush
 from servesim.cluster.pd import Link, Transfer
 from servesim.cluster.routers import ReplicaState, Router
 from servesim.cost import CostModel
-from servesim.engine.config import EngineConfig
-from servesim.engine.kv import PrefixCachingKV, blocks_for
+from servesim.engine.kv import blocks_for
 from servesim.engine.loop import Engine
 from servesim.engine.request import Request, RequestState
+from servesim.engines.config import EngineConfig
 
 ROLES = ("both", "prefill", "decode")
 
@@ -92,10 +92,7 @@ class Replica(Engine):
         return ReplicaState(self.num_waiting() + len(self.pending), running, use)
 
     def prefix_share(self, s: RequestState) -> float:
-        kv = self.kv
-        if not isinstance(kv, PrefixCachingKV) or s.request.hash_ids is None:
-            return 0.0
-        return len(kv.lookup(s)) * kv.block_size / s.request.prompt_len
+        return self.kv.prefix_hit_tokens(s) / s.request.prompt_len
 
 
 class Cluster:

@@ -28,16 +28,16 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from servesim.cost import CostModel, StepShape
 from servesim.engine.cohort import DecodeCohort
-from servesim.engine.config import EngineConfig
-from servesim.engine.kv import KVCache, PrefixCachingKV
+from servesim.engine.kv import KVCache
 from servesim.engine.records import Scheduled, ScheduledEntry, StepRecord
 from servesim.engine.request import RequestState
 from servesim.engine.steplog import StepLog
 from servesim.engine.stretch import Stretch, plan_stretch, step_duration
 from servesim.engine.token_runs import LiveSteps
+from servesim.engines.config import EngineConfig
 
 if TYPE_CHECKING:
-    from servesim.policies import SchedulerOutput
+    from servesim.engine.scheduler import SchedulerOutput
 
 
 class Engine(Protocol):
@@ -97,7 +97,7 @@ class FastPath:
     __slots__ = ("cohort", "aggregate", "priority", "decodes_first", "n", "growth", "contexts", "prefix_kv")
 
     def __init__(self, cost: CostModel, block_size: int, grows: bool, priority: bool,
-                 decodes_first: bool, live: LiveSteps, prefix_kv: PrefixCachingKV | None = None) -> None:
+                 decodes_first: bool, live: LiveSteps, prefix_kv: KVCache | None = None) -> None:
         self.prefix_kv = prefix_kv  # prefix caching: the cohort's blocks are particular blocks of its pool
         self.cohort = DecodeCohort(block_size, live, grows=grows, track=prefix_kv is not None)
         # the cost model prices n decodes from their context sum (else each step gets the members' contexts)

@@ -15,17 +15,18 @@ from dataclasses import replace
 from heapq import heappop, heappush
 
 from servesim.cost import CostModel, StepShape, get_cost_model
-from servesim.engine.config import EngineConfig
 from servesim.engine.fastpath import FastPath, StepByStep
 from servesim.engine.records import Kind, ScheduledEntry, StepRecord, TokenClock
 from servesim.engine.request import Request, RequestState, RequestStatus
 from servesim.engine.resolve import resolve_config, too_long
 from servesim.engine.result import PrefixCacheStats, SimResult
+from servesim.engine.scheduler import Scheduler, SchedulerOutput
 from servesim.engine.steplog import StepLog
 from servesim.engine.timelines import timelines_from_states
 from servesim.engine.token_runs import LiveSteps
+from servesim.engines.config import EngineConfig
+from servesim.engines.registry import make_scheduler, policy_class
 from servesim.errors import ConfigError
-from servesim.policies import Scheduler, SchedulerOutput, make_scheduler, policy_class
 
 RECORD_LEVELS = ("full", "steps", "summary")
 

@@ -52,7 +52,7 @@ class Request:
     after: str | None = None
     think_time: float = 0.0
     # vLLM's and SGLang's sampling parameter: generate to output_len whatever the model samples. servesim's
-    # requests always do; SGLang's admission treats them apart (`servesim.policies.sglang`)
+    # requests always do; SGLang's admission treats them apart (`servesim.engines.sglang`)
     ignore_eos: bool = False
 
     def __post_init__(self) -> None:

@@ -1,29 +1,17 @@
-"""Before a run: fill the workload-dependent defaults and refuse what cannot work, as vLLM validates at start-up."""
+"""Before a run: the engine resolves its configuration (`EngineSpec.resolve`, in its package); the checks every
+engine shares are made here (request ids, closed-loop order, block identities, requests the KV pool can never
+hold), as an engine validates at start-up."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 
 from servesim.cost import CostModel
-from servesim.engine.config import DEFAULT_BUDGET, DEFAULT_MAX_NUM_SEQS, EngineConfig
 from servesim.engine.kv import blocks_for
 from servesim.engine.request import Request
-from servesim.engine.sglang_config import SGLangConfig, with_token_pool
+from servesim.engines.config import EngineConfig
+from servesim.engines.registry import engine_for
 from servesim.errors import ConfigError
-from servesim.policies import policy_class
-
-GIB = 1 << 30
-
-
-def vllm_serve_defaults(gpu: object | None) -> tuple[int, int]:
-    """vLLM 0.33's defaults for `vllm serve` (`EngineArgs._set_default_args`, usage context OpenAI API server):
-    (max_num_batched_tokens, max_num_seqs) = (8192, 1024) on a GPU with >= 70 GiB that is not an A100, else
-    (2048, 256). With no GPU (the toy and unit costs) the small-GPU defaults."""
-    memory, name = getattr(gpu, "memory_bytes", 0), getattr(gpu, "name", "")
-    if memory >= 70 * GIB and "a100" not in name.lower():
-        return 8192, 1024
-    return DEFAULT_BUDGET, DEFAULT_MAX_NUM_SEQS
 
 
 def resolve_config(
@@ -31,12 +19,24 @@ def resolve_config(
 ) -> EngineConfig:
     """Fill the defaults and reject what cannot work, before simulating (as vLLM validates at start-up).
 
-    Defaults, as `vllm serve` sets them: the token budget and `max_num_seqs` for the cost model's GPU
-    (`vllm_serve_defaults`); `max_model_len` from the model's `max_position_embeddings` (a roofline cost), else the
-    longest request. A cost model that knows the model and GPU also sets the KV bytes per token and, when
-    `num_gpu_blocks` is not given, derives it from GPU memory as vLLM does. Requests longer than `max_model_len`
+    The engine of `policy` fills its defaults for the cost model's GPU and model (vLLM's: `vllm serve`'s budget
+    and seats, `max_model_len` from the model, the KV pool from GPU memory; SGLang's: its token pool from
+    `mem_fraction_static`). A config section of another engine is refused. Requests longer than `max_model_len`
     are not refused here: they fail when they arrive (`too_long`), as vLLM rejects them.
     """
+    _check_ids(requests)
+    _check_after(requests)
+    spec = engine_for(policy)
+    for section in config.sections_given():
+        if section != spec.section:
+            raise ConfigError(f"the {section} section of the config has no meaning under policy {policy}")
+    cfg = spec.resolve(config, spec.policies[policy], requests, cost)
+    _check_hash_ids(cfg, requests)
+    _check_fits(cfg, requests)
+    return cfg
+
+
+def _check_ids(requests: Sequence[Request]) -> None:
     if len({r.request_id for r in requests}) != len(requests):
         seen: dict[str, int] = {}
         for i, r in enumerate(requests):
@@ -44,28 +44,10 @@ def resolve_config(
                 raise ConfigError(f"request_id {r.request_id!r}: used by requests {seen[r.request_id]} and {i} "
                                   "(counting from 0); expected every request id once")
             seen[r.request_id] = i
-    _check_after(requests)
-    if policy == "sglang":  # SGLang sizes its token pool itself (mem_fraction_static), before its other limits
-        config = replace(config, sglang=with_token_pool(config.sglang or SGLangConfig(), cost))
-    config = policy_class(policy).configure(config)
-    if not policy_class(policy).chunked:
-        config = replace(config, enable_chunked_prefill=False)
-    budget, max_num_seqs = vllm_serve_defaults(getattr(cost, "gpu", None))
-    model_len = getattr(getattr(cost, "model", None), "max_position_embeddings", None)
-    longest = max((r.prompt_len + r.output_len for r in requests), default=1)
-    cfg = config.resolved(longest, budget, max_num_seqs, model_len)
-    if cfg.sglang is not None and cfg.sglang.max_total_num_tokens is not None:
-        # SGLang admits a request only if prompt + max_new + page_size < the whole pool: longer ones would wait
-        # forever, so they fail on arrival (servesim's guard; SGLang rejects beyond max_req_len)
-        fits = cfg.sglang.max_total_num_tokens - 1 - cfg.sglang.page_size
-        cfg = replace(cfg, max_model_len=min(cfg.max_model_len, fits))
-    kv_bytes = getattr(cost, "kv_bytes_per_token", None)
-    if kv_bytes:
-        cfg = replace(cfg, kv_bytes_per_token=kv_bytes)
-    derive = getattr(cost, "num_gpu_blocks", None)
-    if cfg.num_gpu_blocks is None and callable(derive) and policy != "sglang":
-        cfg = replace(cfg, num_gpu_blocks=derive(cfg.block_size, cfg.gpu_memory_utilization,
-                                                 cfg.max_num_batched_tokens, cfg.max_num_seqs))
+
+
+def _check_hash_ids(cfg: EngineConfig, requests: Sequence[Request]) -> None:
+    """Block identities (`hash_ids`) that the KV blocks can be cut from."""
     if cfg.enable_prefix_caching:
         for r in requests:
             if r.hash_ids is None:
@@ -78,9 +60,14 @@ def resolve_config(
                 what = "prompt" if r.hash_scope == "prompt" else "prompt and output"
                 raise ConfigError(f"request {r.request_id}: {len(r.hash_ids)} hash_ids for a {r.hashed_len}-token "
                                   f"{what}; expected one per {hbs}-token block ({blocks_for(r.hashed_len, hbs)})")
+
+
+def _check_fits(cfg: EngineConfig, requests: Sequence[Request]) -> None:
+    """Every request allowed (not longer than max_model_len) fits in the whole KV pool."""
+    longest = max((r.prompt_len + r.output_len for r in requests), default=1)
     allowed = min(longest, cfg.max_model_len)
     if cfg.usable_blocks is None or blocks_for(allowed - 1, cfg.block_size) <= cfg.usable_blocks:
-        return cfg  # the longest request allowed fits in the pool, so every one does
+        return  # the longest request allowed fits in the pool, so every one does
     for r in requests:
         if r.prompt_len + r.output_len > cfg.max_model_len:
             continue  # fails on arrival
@@ -91,7 +78,6 @@ def resolve_config(
                 f"request {r.request_id} needs {need} KV blocks of {cfg.block_size} tokens but the whole pool "
                 f"has {cfg.usable_blocks} usable (num_gpu_blocks {cfg.num_gpu_blocks} minus vLLM's null block)"
             )
-    return cfg
 
 
 def too_long(requests: Sequence[Request], max_model_len: int) -> list[int]:

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from servesim.engine.config import EngineConfig
 from servesim.engine.records import Preemption, RequestTimeline, StepRecord
 from servesim.engine.steplog import StepArrays
 from servesim.engine.timelines import Timelines
+from servesim.engines.config import EngineConfig
 
 
 @dataclass(frozen=True, slots=True)

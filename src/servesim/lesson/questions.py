@@ -26,7 +26,7 @@ def _plan_text(chunks: list[int]) -> str:
 def lesson_answers() -> list[tuple[str, str]]:
     from servesim.analysis.metrics import prefill_chunks
     from servesim.engine import simulate
-    from servesim.engine.config import EngineConfig
+    from servesim.engines.config import EngineConfig
     from servesim.workloads import load_workload
 
     chunk = chunk_size(BUDGET, DECODES)

@@ -14,9 +14,9 @@ from dataclasses import dataclass, replace
 
 from servesim.cost import CostModel
 from servesim.engine import simulate
-from servesim.engine.config import EngineConfig
 from servesim.engine.request import Request
 from servesim.engine.result import SimResult
+from servesim.engines.config import EngineConfig
 from servesim.errors import ConfigError
 
 DETAIL_STEPS = 5000  # steps whose full records a report keeps
@@ -38,7 +38,7 @@ def report_runs(requests: Sequence[Request], config: EngineConfig, cost: CostMod
                 progress=None) -> tuple[list[LabelledRun], list[str]]:
     """The runs and the notes to print with them (a budget that applies to chunking policies only)."""
     from servesim.analysis.compare import parse_set
-    from servesim.policies import policy_class
+    from servesim.engines.registry import policy_class
 
     if policies is not None and set_ is not None:
         raise ConfigError("give one of --policies A,B,... or --set KNOB=V1,V2,..., not both")

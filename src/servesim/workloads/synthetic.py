@@ -181,7 +181,7 @@ class ClosedLoop:
         """`config` (an `EngineConfig`, default one) with the loop's N users as the cap on requests in flight."""
         from dataclasses import replace
 
-        from servesim.engine.config import EngineConfig
+        from servesim.engines.config import EngineConfig
 
         return replace(config or EngineConfig(), max_concurrency=self.num_users)
 

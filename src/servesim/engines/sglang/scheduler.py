@@ -12,71 +12,26 @@ does not fit retracts requests (fewest outputs first) to the back of the queue. 
 from __future__ import annotations
 
 import random
-from dataclasses import replace
 
-from servesim.engine.config import EngineConfig
-from servesim.engine.radix_cache import RadixCache, TokenRun
 from servesim.engine.records import Preemption, Reason
 from servesim.engine.request import RequestState, RequestStatus
-from servesim.engine.sglang_config import CLIP_MAX_NEW_TOKENS, SGLangConfig
-from servesim.engine.token_pool import TokenPool
-from servesim.errors import ConfigError
-from servesim.policies.base import Scheduler, SchedulerOutput
-from servesim.policies.sglang.adder import Adder
-from servesim.policies.sglang.order import order_waiting
-from servesim.policies.sglang.ratio import decay_path, decayed
+from servesim.engine.scheduler import Scheduler, SchedulerOutput
+from servesim.engines.config import EngineConfig
+from servesim.engines.sglang.memory_pool import TokenPool
+from servesim.engines.sglang.prefill_adder import Adder
+from servesim.engines.sglang.radix_cache import RadixCache, TokenRun
+from servesim.engines.sglang.ratio import decay_path, decayed
+from servesim.engines.sglang.schedule_policy import order_waiting
+from servesim.engines.sglang.server_args import CLIP_MAX_NEW_TOKENS, SGLangConfig
 
 OUTPUT_TOKEN = 7  # the token every output is taken to be (the recorded fixtures' `sampled_token_id`)
 RETRACT = "retract (decode memory)"  # the preemption ledger's mode for a decode retraction
-VLLM_ONLY = {  # vLLM knobs with no meaning under SGLang's scheduler, and what to use instead
-    "max_num_batched_tokens": "sglang.chunked_prefill_size / max_prefill_tokens",
-    "max_num_seqs": "sglang.max_running_requests", "num_gpu_blocks": "sglang.max_total_num_tokens",
-    "long_prefill_token_threshold": "sglang.chunked_prefill_size", "watermark": None,
-    "async_scheduling": None, "swap_space": None,
-}
-
-
-def unchunked_config(cfg: EngineConfig) -> EngineConfig:
-    """A resolved `sglang` run's config with chunking off (SGLang's chunked_prefill_size -1), to run again: the
-    vLLM-named fields the resolution filled back at their defaults."""
-    base = EngineConfig()
-    sg = replace(cfg.sglang or SGLangConfig(), chunked_prefill_size=None, enable_mixed_chunk=False)
-    return replace(cfg, **{name: getattr(base, name) for name in VLLM_ONLY}, enable_chunked_prefill=True,
-                   sglang=sg)
-
-
-def resolve_sglang(cfg: EngineConfig) -> EngineConfig:
-    """Refuse vLLM-only knobs; fill `EngineConfig.sglang` and the vLLM-named fields readers show (the budget as
-    the chunk size, max_num_seqs as max_running_requests)."""
-    base = EngineConfig()
-    for name, instead in VLLM_ONLY.items():
-        if getattr(cfg, name) != getattr(base, name):
-            use = f"; use {instead}" if instead else ""
-            raise ConfigError(f"{name} is a vLLM knob with no meaning under policy sglang{use}")
-    if cfg.preemption_mode != "recompute" or cfg.policy != "fcfs" or not cfg.enable_chunked_prefill:
-        raise ConfigError("preemption_mode, policy and enable_chunked_prefill are vLLM knobs: under policy sglang "
-                          "use sglang.schedule_policy and sglang.chunked_prefill_size (None = chunking off)")
-    sg = cfg.sglang or SGLangConfig()
-    if sg.chunked_prefill_size is None:
-        # chunking off: the first prompt may exceed max_prefill_tokens, so the budget readers see is vLLM's
-        # unchunked one (max_model_len)
-        if sg.enable_mixed_chunk:
-            raise ConfigError("sglang.enable_mixed_chunk needs sglang.chunked_prefill_size (chunking is off)")
-        return replace(cfg, sglang=sg, max_num_seqs=sg.max_running_requests, enable_chunked_prefill=False)
-    budget = max(sg.chunked_prefill_size, sg.max_running_requests)
-    return replace(cfg, sglang=sg, max_num_seqs=sg.max_running_requests, max_num_batched_tokens=budget)
-
-
 class SGLangScheduler(Scheduler):
     name = "sglang"
-    prefix_caching = False  # its radix cache is its own (`servesim.engine.radix_cache`), not vLLM's block cache
+    prefix_caching = False  # its radix cache is its own (`servesim.engines.sglang.radix_cache`), not vLLM's block cache
     decode_evicts = True  # a decode step evicts the radix cache for its slots (update_running_batch)
     decodes_ahead = False  # a prefill step runs no decode: the fast path steps aside while anyone waits
     cohort_whole = True  # the fast path takes the decode cohort only when it is the whole running batch
-
-    @classmethod
-    def configure(cls, config: EngineConfig) -> EngineConfig:
-        return resolve_sglang(config)
 
     def __init__(self, config: EngineConfig, explain: bool = True) -> None:
         super().__init__(config, explain)

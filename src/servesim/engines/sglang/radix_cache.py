@@ -1,6 +1,6 @@
 """SGLang's radix prefix cache: a token-level tree of cached KV, deduplicated on insert, evicted leaf by leaf.
 
-Unlike vLLM's block cache (`servesim.engine.block_pool`) a hit is counted in tokens, not full blocks (page 1), and
+Unlike vLLM's block cache (`servesim.engines.vllm.block_pool`) a hit is counted in tokens, not full blocks (page 1), and
 the cached tokens are not in the allocator's free count: a finished request's KV moves into the tree, where it is
 *evictable* (no running request locks it) until an allocation needs the room and the least recently used leaves
 go (`evict`). A node's `lock` counts the running requests whose matched prefix runs through it (SGLang's

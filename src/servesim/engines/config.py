@@ -1,18 +1,24 @@
-"""Engine configuration, with vLLM's knob names verbatim."""
+"""A run's engine configuration: the knobs every engine shares, under vLLM's names verbatim (vLLM v1's token
+budget is servesim's common model of a step), and one section per engine with server arguments of its own
+(`sglang`: SGLang's, `servesim.engines.sglang.server_args`). Each engine resolves it once, in its package
+(`EngineSpec.resolve`); the shared knobs' defaults per GPU and model are filled here (`resolve_shared`)."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
+from typing import Any
 
-from servesim.engine.sglang_config import SGLangConfig
+from servesim.engine.request import Request
+from servesim.engines.sglang.server_args import SGLangConfig
 from servesim.errors import ConfigError
 
 PREEMPTION_MODES = ("recompute", "swap")
 QUEUE_POLICIES = ("fcfs", "priority")
-BLOCK_SIZES = (1, 8, 16, 32, 64, 128)  # vLLM 0.33's --block-size choices (CUDA)
 DEFAULT_BUDGET = 2048  # vLLM's default token budget on small GPUs (and with no GPU: the toy and unit costs)
 DEFAULT_MAX_NUM_SEQS = 256
+GIB = 1 << 30
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +50,7 @@ class EngineConfig:
     # kept here so every command and --set take it): a request is sent at its arrival time or, with C in flight,
     # when one finishes (first come, first served); None = open loop
     max_concurrency: int | None = None
-    # policy sglang: SGLang's own server arguments (`servesim.engine.sglang_config`); None = SGLang's defaults there
+    # policy sglang: SGLang's own server arguments (`servesim.engines.sglang.server_args`); None = its defaults
     sglang: SGLangConfig | None = None
 
     def __post_init__(self) -> None:
@@ -78,8 +84,9 @@ class EngineConfig:
         if self.pcie_bandwidth <= 0:
             raise ConfigError(f"pcie_bandwidth must be > 0 bytes/s, got {self.pcie_bandwidth}")
         _positive("kv_bytes_per_token", self.kv_bytes_per_token)
-        if self.sglang is not None and not isinstance(self.sglang, SGLangConfig):
-            raise ConfigError(f"sglang must be an SGLangConfig, got {self.sglang!r}")
+        for name, cls in SECTIONS.items():
+            if getattr(self, name) is not None and not isinstance(getattr(self, name), cls):
+                raise ConfigError(f"{name} must be an {cls.__name__}, got {getattr(self, name)!r}")
 
     def resolved(self, longest_request: int, default_budget: int = DEFAULT_BUDGET,
                  default_max_num_seqs: int = DEFAULT_MAX_NUM_SEQS,
@@ -110,6 +117,10 @@ class EngineConfig:
             )
         return cfg
 
+    def sections_given(self) -> tuple[str, ...]:
+        """The engine sections this config carries (each meaningful under its own engine only)."""
+        return tuple(name for name in SECTIONS if getattr(self, name) is not None)
+
     @property
     def usable_blocks(self) -> int | None:
         return None if self.num_gpu_blocks is None else self.num_gpu_blocks - 1
@@ -121,16 +132,21 @@ class EngineConfig:
     @classmethod
     def knob_names(cls) -> tuple[str, ...]:
         """What a sweep or compare can set: every field, and SGLang's server arguments as `sglang.NAME`."""
-        return (*(n for n in cls.field_names() if n != "sglang"), *(f"sglang.{f.name}" for f in fields(SGLangConfig)))
+        own = [f"{s}.{f.name}" for s, section in SECTIONS.items() for f in fields(section)]
+        return (*(n for n in cls.field_names() if n not in SECTIONS), *own)
 
     def with_knobs(self, knobs: dict[str, object]) -> EngineConfig:
-        """This config with `knobs` set (`knob_names`: a field, or `sglang.NAME` in the sglang section)."""
-        plain = {k: v for k, v in knobs.items() if not k.startswith("sglang.")}
-        sg = {k.removeprefix("sglang."): v for k, v in knobs.items() if k.startswith("sglang.")}
+        """This config with `knobs` set (`knob_names`: a field, or `SECTION.NAME` in an engine's section)."""
+        plain = {k: v for k, v in knobs.items() if "." not in k}
         cfg = replace(self, **plain) if plain else self
-        return replace(cfg, sglang=replace(cfg.sglang or SGLangConfig(), **sg)) if sg else cfg
+        for section, cls in SECTIONS.items():
+            own = {k.removeprefix(f"{section}."): v for k, v in knobs.items() if k.startswith(f"{section}.")}
+            if own:
+                cfg = replace(cfg, **{section: replace(getattr(cfg, section) or cls(), **own)})
+        return cfg
 
 
+SECTIONS = {"sglang": SGLangConfig}  # the engine sections: field name -> its class (`EngineSpec.section`)
 MAX_COUNT = 2**31 - 1  # tokens, blocks, sequences: the step log keeps them as 32-bit integers
 
 
@@ -142,3 +158,28 @@ def _positive(name: str, value: object) -> None:
 def _non_negative(name: str, value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_COUNT:
         raise ConfigError(f"{name} must be an integer from 0 to {MAX_COUNT}, got {value!r}")
+
+
+def vllm_serve_defaults(gpu: object | None) -> tuple[int, int]:
+    """vLLM 0.33's defaults for `vllm serve` (`EngineArgs._set_default_args`, usage context OpenAI API server):
+    (max_num_batched_tokens, max_num_seqs) = (8192, 1024) on a GPU with >= 70 GiB that is not an A100, else
+    (2048, 256). With no GPU (the toy and unit costs) the small-GPU defaults."""
+    memory, name = getattr(gpu, "memory_bytes", 0), getattr(gpu, "name", "")
+    if memory >= 70 * GIB and "a100" not in name.lower():
+        return 8192, 1024
+    return DEFAULT_BUDGET, DEFAULT_MAX_NUM_SEQS
+
+
+def resolve_shared(config: EngineConfig, chunked: bool, requests: Sequence[Request], cost: Any) -> EngineConfig:
+    """The shared knobs' defaults, as `vllm serve` sets them: the token budget and `max_num_seqs` for the cost
+    model's GPU (`vllm_serve_defaults`); `max_model_len` from the model's `max_position_embeddings` (a roofline
+    cost), else the longest request; the KV bytes per token from the model. `chunked` False: the policy never
+    splits a prompt, so chunked prefill is off and the budget covers the longest request."""
+    if not chunked:
+        config = replace(config, enable_chunked_prefill=False)
+    budget, max_num_seqs = vllm_serve_defaults(getattr(cost, "gpu", None))
+    model_len = getattr(getattr(cost, "model", None), "max_position_embeddings", None)
+    longest = max((r.prompt_len + r.output_len for r in requests), default=1)
+    cfg = config.resolved(longest, budget, max_num_seqs, model_len)
+    kv_bytes = getattr(cost, "kv_bytes_per_token", None)
+    return replace(cfg, kv_bytes_per_token=kv_bytes) if kv_bytes else cfg

@@ -9,12 +9,11 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from servesim.engine.config import EngineConfig
 from servesim.engine.kv import KVCache, blocks_for
+from servesim.engine.queue import make_queue
 from servesim.engine.records import Preemption, Reason, Waiting
 from servesim.engine.request import RequestState, RequestStatus
-from servesim.errors import ConfigError
-from servesim.policies.queue import make_queue
+from servesim.engines.config import EngineConfig
 
 # the ledger's mode for a victim whose last token was in flight (async scheduling): dropped, never recomputed
 FINISHED_IN_FLIGHT = "drop (last token in flight)"
@@ -50,13 +49,6 @@ class Scheduler:
     chunked_req = None  # a request between prompt chunks outside the running list (SGLang): no stretch meanwhile
     end_step = None  # a policy's hook after each step has run (SGLang inserts prefilled tokens in its radix tree)
 
-    @classmethod
-    def configure(cls, config: EngineConfig) -> EngineConfig:
-        """The policy's own checks and defaults on the config, before vLLM's (`servesim.engine.resolve`)."""
-        if config.sglang is not None:
-            raise ConfigError(f"the sglang section of the config has no meaning under policy {cls.name}")
-        return config
-
     def __init__(self, config: EngineConfig, explain: bool = True) -> None:
         self.config = config
         self.explain = explain  # build the per-request reasons (skipped for summary-only runs)
@@ -70,11 +62,8 @@ class Scheduler:
         self.on_finish = None  # the engine's hook for closed-loop followers (multi-turn sessions)
 
     def use_prefix_cache(self) -> None:
-        from servesim.engine.kv import PrefixCachingKV
-
-        self.kv = PrefixCachingKV(self.config.block_size, self.config.num_gpu_blocks, track_evictions=self.explain,
-                                  async_scheduling=self.config.async_scheduling)
-        self.prefix = True
+        """Make the KV pool a prefix cache (a policy with `prefix_caching` defines it)."""
+        raise NotImplementedError(f"policy {self.name} has no prefix cache")
 
     # -- the engine's side ------------------------------------------------------------------------------------
     def add_request(self, s: RequestState) -> None:

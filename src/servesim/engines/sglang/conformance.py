@@ -1,4 +1,5 @@
-"""Run scenarios in the format of `../shared/conformance/sglang/` and compare with traces recorded from SGLang.
+"""SGLang's conformance format (pinned: SGLang 0.5.23): run scenarios in the format of
+`../shared/conformance/sglang/` and compare with traces recorded from SGLang's scheduler.
 
 Time is counted in steps (every step costs 1.0, `arrival_time = arrival_step`). A scenario's `segments`
 ([[token, count], ...]) spell its prompt; they become one hash id per token (`hash_block_size` 1), which the
@@ -14,16 +15,18 @@ from typing import Any
 from servesim.cost import UnitCost
 from servesim.cost.specs import InputDoc, check_keys, decode_input, is_int, is_real, parse_json_input, read_input_bytes
 from servesim.engine import simulate
-from servesim.engine.config import EngineConfig
 from servesim.engine.request import Request
 from servesim.engine.resolve import resolve_config
 from servesim.engine.result import SimResult
-from servesim.engine.sglang_config import SGLangConfig
+from servesim.engines.config import EngineConfig
+from servesim.engines.sglang.server_args import SGLangConfig
 from servesim.errors import ConfigError, WorkloadError
 
+POLICY = "sglang"  # the policy the recorded schedules are reproduced with
 SCENARIO_KEYS = ("name", "description", "config", "requests")
 CONFIG_KEYS = ("max_total_num_tokens", "page_size", "chunked_prefill_size", "max_prefill_tokens",
                "max_running_requests", "policy", "schedule_conservativeness", "enable_mixed_chunk", "radix_cache")
+SCENARIO_CONFIG_KEYS = CONFIG_KEYS  # what tells this format from another (`registry.conformance_for`)
 REQUEST_KEYS = ("id", "arrival_step", "prompt_len", "output_len", "ignore_eos", "segments")
 STEP_KEYS = ("forward_mode", "retracted", "finished", "free_tokens_after_schedule", "free_tokens_after_step")
 TRACE = "an SGLang conformance trace: a JSON object (or .json.gz) with 'steps' (see ../shared/conformance/sglang)"
@@ -83,7 +86,7 @@ def _check_request(doc: InputDoc, r: Any, i: int, seen: set) -> None:
 
 
 def check_scenario(scenario: Any, doc: InputDoc) -> dict[str, Any]:
-    from servesim.conformance import check_scenario_shape
+    from servesim.engines.vllm.conformance import check_scenario_shape
 
     check_scenario_shape(scenario, doc, SCENARIO_KEYS)
     _check_config(doc, scenario["config"])
@@ -95,7 +98,7 @@ def check_scenario(scenario: Any, doc: InputDoc) -> dict[str, Any]:
         _check_request(doc, r, i, seen)
     requests = scenario_requests(scenario)
     try:
-        resolve_config(scenario_config(scenario), "sglang", requests, UnitCost())
+        resolve_config(scenario_config(scenario), POLICY, requests, UnitCost())
     except ConfigError as exc:
         doc.fail(("config",), str(exc), ConfigError)
     return scenario
@@ -113,7 +116,7 @@ def load_trace(path) -> dict[str, Any]:
     """A recorded SGLang trace (gzipped or not); its steps are checked as `first_difference` reads them."""
     from pathlib import Path
 
-    from servesim.conformance import read_trace_text
+    from servesim.engines.vllm.conformance import read_trace_text
 
     path = Path(path)
     trace = parse_json_input(path, read_trace_text(path, TRACE), TRACE, WorkloadError)
@@ -145,7 +148,7 @@ def scenario_config(scenario: dict[str, Any]) -> EngineConfig:
 
 def run_scenario(scenario: dict[str, Any], record: str = "steps") -> SimResult:
     reqs = scenario_requests(scenario)
-    return simulate(reqs, scenario_config(scenario), policy="sglang", cost=UnitCost(1.0), record=record, fast=False)
+    return simulate(reqs, scenario_config(scenario), policy=POLICY, cost=UnitCost(1.0), record=record, fast=False)
 
 
 def to_trace(scenario: dict[str, Any], result: SimResult) -> dict[str, Any]:
@@ -220,3 +223,8 @@ def first_difference(expected: dict[str, Any], actual: dict[str, Any], radix: bo
     if len(exp) != len(act):
         return min(len(exp), len(act)), "number of steps", len(exp), len(act)
     return None
+
+
+def compare(scenario: dict[str, Any], expected: dict[str, Any], actual: dict[str, Any]):
+    """`first_difference` under this format's rule of a match (cached tokens only with the radix cache on)."""
+    return first_difference(expected, actual, radix=scenario["config"].get("radix_cache", False))

@@ -27,7 +27,7 @@ from __future__ import annotations
 from servesim.engine.kv import blocks_for
 from servesim.engine.records import Reason
 from servesim.engine.request import RequestState
-from servesim.policies.base import Scheduler, SchedulerOutput
+from servesim.engine.scheduler import Scheduler, SchedulerOutput
 
 
 class VLLMv0Scheduler(Scheduler):

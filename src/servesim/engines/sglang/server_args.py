@@ -1,7 +1,7 @@
 """SGLang's server arguments that its scheduler reads, under SGLang's own names (`EngineConfig.sglang`).
 
 vLLM's knobs in `EngineConfig` keep their vLLM meaning; under the `sglang` policy those with no SGLang meaning
-are refused (`servesim.policies.sglang.resolve_sglang`), never ignored.
+are refused (`servesim.engines.sglang.config.resolve_sglang`), never ignored.
 """
 
 from __future__ import annotations
@@ -108,58 +108,6 @@ def default_mem_fraction_static(sg: SGLangConfig, gpu_memory_bytes: int, tp: int
     return round((mib - reserved) / mib, 3)
 
 
-def with_token_pool(sg: SGLangConfig, cost: object) -> SGLangConfig:
-    """`max_total_num_tokens` from the cost model's GPU and model when it is not given, at the given or default
-    `mem_fraction_static` (a cost model that cannot size a pool, the toy cost, leaves it unlimited)."""
-    derive = getattr(cost, "max_total_num_tokens", None)
-    given = sg.mem_fraction_static
-    if given is not None and not callable(derive):
-        raise ConfigError(f"sglang.mem_fraction_static {given}: the {getattr(cost, 'name', cost)} cost knows no GPU "
-                          "memory to take a fraction of; use a roofline (--model/--gpu) or give "
-                          "sglang.max_total_num_tokens")
-    if sg.max_total_num_tokens is not None:
-        if given is not None and derive(given) != sg.max_total_num_tokens:  # (a resolved pair passes again)
-            raise ConfigError("give one of sglang.max_total_num_tokens and sglang.mem_fraction_static: the pool's "
-                              "size, or the share of GPU memory it comes from")
-        return sg
-    if not callable(derive):
-        return sg
-    from dataclasses import replace
-
-    mfs = sg.mem_fraction_static
-    if mfs is None:
-        mfs = default_mem_fraction_static(sg, cost.gpu.memory_bytes, cost.tp)
-    return replace(sg, mem_fraction_static=mfs, max_total_num_tokens=derive(mfs))
-
-
 def _int(name: str, value: object, low: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
         raise ConfigError(f"sglang.{name} must be an integer >= {low}, got {value!r}")
-
-
-def from_vllm_sizes(cfg, sg: SGLangConfig | None = None) -> tuple[object, list[str]]:
-    """vLLM's sizes given as SGLang's, to run one workload through both at the same sizes (`compare --policies
-    vllm,sglang`, the lesson's settings): the token budget as `chunked_prefill_size`, `max_num_seqs` as
-    `max_running_requests`, the KV pool as `max_total_num_tokens` ((num_gpu_blocks - 1 null block) x
-    block_size). A size the `sglang` section sets keeps its value. Returns the config with the vLLM knobs at their
-    defaults and the section filled, and what was carried over (for a note). The budget is not the same thing (vLLM
-    counts decodes in it, SGLang's chunk is prompt tokens only): the note says so."""
-    from dataclasses import fields, replace
-
-    from servesim.engine.config import EngineConfig
-
-    base, sg = EngineConfig(), sg or cfg.sglang or SGLangConfig()
-    given = {f.name for f in fields(SGLangConfig) if getattr(sg, f.name) != getattr(SGLangConfig(), f.name)}
-    carried, moved = {}, []
-    pairs = (("max_num_batched_tokens", "chunked_prefill_size", lambda v: v),
-             ("max_num_seqs", "max_running_requests", lambda v: v),
-             ("num_gpu_blocks", "max_total_num_tokens", lambda v: (v - 1) * cfg.block_size))
-    for vllm, sgl, convert in pairs:
-        value = getattr(cfg, vllm)
-        if value == getattr(base, vllm):
-            continue
-        cfg = replace(cfg, **{vllm: getattr(base, vllm)})
-        if sgl not in given:
-            carried[sgl] = convert(value)
-            moved.append(f"{vllm} {value} as {sgl} {carried[sgl]}")
-    return replace(cfg, sglang=replace(sg, **carried)), moved

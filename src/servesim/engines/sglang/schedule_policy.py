@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from servesim.engine.radix_cache import RadixCache
 from servesim.engine.request import RequestState
+from servesim.engines.sglang.radix_cache import RadixCache
 
 if TYPE_CHECKING:
-    from servesim.policies.sglang.scheduler import SGLangScheduler
+    from servesim.engines.sglang.scheduler import SGLangScheduler
 
 LPM_MAX_QUEUE = 128  # lpm falls back to fcfs above this many waiting requests
 IN_BATCH_PREFIX = 32  # lpm's in-batch prefix thresholds (IN_BATCH_PREFIX_CACHING_*_THRESHOLD)

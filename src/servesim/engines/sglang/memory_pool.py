@@ -9,8 +9,8 @@ fit evicts from the tree first, as SGLang's `alloc_token_slots` does.
 from __future__ import annotations
 
 from servesim.engine.kv import KVCache
-from servesim.engine.radix_cache import RadixCache
 from servesim.engine.request import RequestState
+from servesim.engines.sglang.radix_cache import RadixCache
 
 
 class TokenPool(KVCache):

@@ -4,7 +4,7 @@ subtracted one by one (the same floats)."""
 
 from __future__ import annotations
 
-from servesim.engine.sglang_config import SGLangConfig
+from servesim.engines.sglang.server_args import SGLangConfig
 
 
 def decayed(ratio: float, times: int, decay_path: tuple) -> float:

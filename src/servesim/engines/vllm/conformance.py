@@ -1,4 +1,5 @@
-"""Run scenarios in the format of `../shared/conformance/` and compare with traces recorded from vLLM v1.
+"""vLLM's conformance format (pinned: vLLM 0.33.0): run scenarios in the format of `../shared/conformance/` and
+compare with traces recorded from vLLM v1's scheduler.
 
 Time in the fixtures is counted in steps: every step costs 1.0 and `arrival_time = arrival_step`. A request is
 added before the first step whose index is >= its arrival, so fractional arrival times round up. A bad scenario or
@@ -25,10 +26,10 @@ from servesim.cost.specs import (
     read_input_bytes,
 )
 from servesim.engine import simulate
-from servesim.engine.config import EngineConfig
 from servesim.engine.request import Request
 from servesim.engine.resolve import resolve_config
 from servesim.engine.result import SimResult
+from servesim.engines.config import EngineConfig
 from servesim.errors import ConfigError, WorkloadError
 
 CONFIG_KEYS = (
@@ -40,6 +41,7 @@ ENTRY_KEYS = ("id", "num_scheduled_tokens", "kind", "num_blocks")
 STEP_KEYS = ("preempted", "finished", "free_blocks_after_schedule", "free_blocks_after_step")
 
 # The scenario format (../shared/conformance/README.md, and round2/README.md's additions): every key it has.
+POLICY = "vllm"  # the policy the recorded schedules are reproduced with
 SCENARIO_KEYS = ("name", "description", "config", "requests")
 REQUIRED_CONFIG = ("max_num_batched_tokens", "max_num_seqs", "enable_chunked_prefill", "block_size",
                    "num_gpu_blocks", "long_prefill_token_threshold", "policy")
@@ -146,7 +148,7 @@ def check_scenario(scenario: Any, doc: InputDoc) -> dict[str, Any]:
                        scenario["config"]["block_size"])
     reqs = scenario_requests(scenario)
     try:
-        resolve_config(scenario_config(scenario, reqs), "vllm", reqs, UnitCost())
+        resolve_config(scenario_config(scenario, reqs), POLICY, reqs, UnitCost())
     except ConfigError as exc:  # what the engine refuses (a budget below max_num_seqs, a request the pool cannot hold)
         doc.fail(("config",), str(exc), ConfigError)
     return scenario
@@ -226,7 +228,7 @@ def run_scenario(scenario: dict[str, Any], record: str = "steps") -> SimResult:
     `record`: "steps" is all `to_trace` reads; "full" adds why each waiting request got nothing (slower: a few
     hundred queued requests are noted every step)."""
     reqs = scenario_requests(scenario)
-    return simulate(reqs, scenario_config(scenario, reqs), policy="vllm", cost=UnitCost(1.0), record=record)
+    return simulate(reqs, scenario_config(scenario, reqs), policy=POLICY, cost=UnitCost(1.0), record=record)
 
 
 def to_trace(scenario: dict[str, Any], result: SimResult) -> dict[str, Any]:
@@ -287,3 +289,8 @@ def first_difference(expected: dict[str, Any], actual: dict[str, Any]) -> tuple[
     if len(exp) != len(act):
         return min(len(exp), len(act)), "number of steps", len(exp), len(act)
     return None
+
+
+def compare(scenario: dict[str, Any], expected: dict[str, Any], actual: dict[str, Any]):
+    """`first_difference` under this format's rule of a match."""
+    return first_difference(expected, actual)

@@ -1,4 +1,5 @@
-"""vLLM v1's scheduler: one token budget, running requests first, then waiting ones.
+"""vLLM v1's scheduler (pinned: vLLM 0.33.0, `vllm/v1/core/sched/scheduler.py`): one token budget, running
+requests first, then waiting ones.
 
 "There's no decoding phase nor prefill phase": each request needs `num_tokens - num_computed_tokens` tokens and
 gets min(that, the long-prefill threshold, what is left of the budget), so a long prompt is chunked and mixed with
@@ -8,15 +9,21 @@ decodes. Rules as observed in vLLM 0.33.0; see docs/vllm-fidelity.md and ../shar
 from __future__ import annotations
 
 from servesim.engine.kv import blocks_for
+from servesim.engine.queue import priority_key
 from servesim.engine.records import Reason
 from servesim.engine.request import RequestState
-from servesim.policies.base import Scheduler, SchedulerOutput
-from servesim.policies.queue import priority_key
+from servesim.engine.scheduler import Scheduler, SchedulerOutput
+from servesim.engines.vllm.kv_cache_manager import PrefixCachingKV
 
 
 class VLLMScheduler(Scheduler):
     name = "vllm"
     prefix_caching = True
+
+    def use_prefix_cache(self) -> None:
+        self.kv = PrefixCachingKV(self.config.block_size, self.config.num_gpu_blocks, track_evictions=self.explain,
+                                  async_scheduling=self.config.async_scheduling)
+        self.prefix = True
 
     def schedule(self, num_decoding_ahead: int = 0) -> SchedulerOutput:
         self.out = out = SchedulerOutput()
@@ -141,12 +148,3 @@ class VLLMScheduler(Scheduler):
         if self.config.policy == "priority":
             return max(self.running, key=priority_key)
         return self.running[-1]
-
-
-class ContinuousScheduler(VLLMScheduler):
-    """Iteration-level batching without chunking (Orca-style): every running request decodes each step and
-    waiting prompts are admitted whole. It is vLLM's scheduler with `enable_chunked_prefill=False`, so the token
-    budget defaults to `max_model_len`, as vLLM requires."""
-
-    name = "continuous"
-    chunked = False

@@ -7,10 +7,10 @@ from typing import TYPE_CHECKING
 
 from servesim.engine.records import Reason
 from servesim.engine.request import RequestState, RequestStatus
-from servesim.engine.sglang_config import CLIP_MAX_NEW_TOKENS, IGNORE_EOS_RESERVE_TOKENS
+from servesim.engines.sglang.server_args import CLIP_MAX_NEW_TOKENS, IGNORE_EOS_RESERVE_TOKENS
 
 if TYPE_CHECKING:
-    from servesim.policies.sglang.scheduler import SGLangScheduler
+    from servesim.engines.sglang.scheduler import SGLangScheduler
 
 
 class Adder:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from servesim.engine.records import Reason
 from servesim.engine.request import RequestState
-from servesim.policies.base import Scheduler, SchedulerOutput
+from servesim.engine.scheduler import Scheduler, SchedulerOutput
 
 
 class StaticScheduler(Scheduler):

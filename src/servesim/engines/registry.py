@@ -1,0 +1,102 @@
+"""The engines servesim reproduces, each declared once by its own package (`servesim.engines.<name>.engine.ENGINE`).
+
+The CLI, `conform`, `compare`, `sweep`, the cluster layer and the report look an engine up here by policy name
+instead of branching on names: its schedulers, how its configuration is resolved, its own config section and CLI
+flags, its host-overhead preset and its conformance format. A new engine is one package and one line below.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from servesim.errors import ConfigError
+
+if TYPE_CHECKING:
+    from servesim.engine.request import Request
+    from servesim.engine.scheduler import Scheduler
+    from servesim.engines.config import EngineConfig
+
+PACKAGES = ("lesson", "vllm", "sglang")  # servesim.engines.<package>.engine.ENGINE, in the order `--help` lists them
+
+
+@dataclass(frozen=True, slots=True)
+class EngineSpec:
+    """What an engine package declares. Modules named as "module:attribute" are imported on first use (the CLI's
+    flags need typer; a conformance module imports the loop)."""
+
+    name: str  # the package: servesim.engines.<name>
+    display: str  # how messages name the engine ("vLLM", "SGLang")
+    version: str  # the release its rules follow ("0.33.0"); each module's docstring pins it too
+    policies: Mapping[str, type[Scheduler]]  # --policy name -> scheduler
+    # (config, scheduler class, requests, cost) -> the frozen config a run uses: defaults per GPU and model filled,
+    # the engine's start-up checks made
+    resolve: Callable[[EngineConfig, type[Scheduler], Sequence[Request], Any], EngineConfig]
+    section: str | None = None  # the EngineConfig field that holds the engine's own server arguments
+    flags: str | None = None  # its CLI flags: a dataclass of typer options that `cli.options.SimOptions` mixes in
+    host_preset: str | None = None  # the roofline's engine profile when --engine is not given (None: the default)
+    conformance: str | None = None  # the module that runs a shared conformance scenario and compares traces
+    # the shared knobs (vLLM's names) under this engine's own names, for messages; and the hook that carries a
+    # config's shared sizes over into the engine's section (None: the shared knobs are the engine's own)
+    own_names: Mapping[str, str] = field(default_factory=dict)
+    from_shared_sizes: Callable[[EngineConfig], tuple[EngineConfig, list[str]]] | None = None
+    preemption_word: str = "preemptions"  # what the engine calls taking a running request off the GPU
+
+    def load(self, what: str) -> Any:
+        module, _, attr = getattr(self, what).partition(":")
+        return getattr(importlib.import_module(module), attr) if attr else importlib.import_module(module)
+
+
+_ENGINES: tuple[EngineSpec, ...] | None = None
+
+
+def engines() -> tuple[EngineSpec, ...]:
+    global _ENGINES
+    if _ENGINES is None:
+        _ENGINES = tuple(importlib.import_module(f"servesim.engines.{p}.engine").ENGINE for p in PACKAGES)
+    return _ENGINES
+
+
+def policies() -> dict[str, type[Scheduler]]:
+    """Every policy name, with its scheduler."""
+    return {name: cls for e in engines() for name, cls in e.policies.items()}
+
+
+def engine_for(policy: str) -> EngineSpec:
+    for e in engines():
+        if policy in e.policies:
+            return e
+    raise ConfigError(f"unknown policy {policy!r}; valid: {', '.join(policies())}")
+
+
+def policy_class(policy: str) -> type[Scheduler]:
+    return engine_for(policy).policies[policy]
+
+
+def by_section(section: str) -> EngineSpec:
+    return next(e for e in engines() if e.section == section)
+
+
+def sections() -> tuple[str, ...]:
+    """The EngineConfig fields that hold an engine's own server arguments."""
+    return tuple(e.section for e in engines() if e.section)
+
+
+def conformance_for(scenario: Any) -> EngineSpec | None:
+    """The engine whose conformance format a parsed scenario is in: the one whose scenario config takes every key
+    the scenario's config has (beyond the queue policy, which both formats have); None when not exactly one."""
+    config = scenario.get("config") if isinstance(scenario, dict) else None
+    keys = set(config) - {"policy"} if isinstance(config, dict) else set()
+    found = [e for e in engines() if e.conformance and keys and keys <= set(e.load("conformance").SCENARIO_CONFIG_KEYS)]
+    return found[0] if len(found) == 1 else None
+
+
+def make_scheduler(policy: str, config: EngineConfig, explain: bool = True,
+                   prefix_caching: bool = False) -> Scheduler:
+    """`prefix_caching`: the KV pool keeps block identities and the prefix cache (policies that model it)."""
+    sched = policy_class(policy)(config, explain=explain)
+    if prefix_caching:
+        sched.use_prefix_cache()
+    return sched

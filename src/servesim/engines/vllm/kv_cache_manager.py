@@ -1,0 +1,123 @@
+"""vLLM v1's KV cache manager with prefix caching (pinned: vLLM 0.33.0, `vllm/v1/core/kv_cache_manager.py`): the
+paged pool of `servesim.engine.kv` whose full blocks are cached under their chained hashes (`block_pool`), looked
+up at admission and kept hittable when freed, until evicted."""
+
+from __future__ import annotations
+
+from servesim.engine.kv import KVCache, split_hash_ids
+from servesim.engine.request import RequestState
+from servesim.engine.token_runs import LiveSteps
+
+
+class PrefixCachingKV(KVCache):
+    """The KV pool with vLLM v1's prefix caching (`block_pool`): each request holds block ids; full blocks are
+    cached under their chained hash once scheduled (P5) and stay hittable when freed, until evicted.
+    `free_blocks` counts the evictable cached blocks too (P8). Requests without `hash_ids` hit nothing."""
+
+    __slots__ = ("pool", "query_tokens", "hit_tokens", "lost_tokens", "lost_admissions", "async_step", "live")
+
+    def __init__(self, block_size: int, num_gpu_blocks: int, track_evictions: bool = False,
+                 async_scheduling: bool = False) -> None:
+        from servesim.engines.vllm.block_pool import BlockPool
+
+        super().__init__(block_size, num_gpu_blocks, None)
+        self.pool = BlockPool(self.usable_blocks, track_evictions)
+        self.query_tokens = self.hit_tokens = 0  # vLLM's prefix-cache counters: tokens looked up, tokens hit
+        # with track_evictions: tokens (and admissions) that would have hit had their blocks not been evicted
+        self.lost_tokens = self.lost_admissions = 0
+        # async scheduling: the step being scheduled (the engine sets it); a token sampled in the step before is
+        # still in flight, so the block it completes has no hash yet and registers one step later (P5)
+        self.async_step: int | None = 0 if async_scheduling else None
+        self.live: LiveSteps | None = None  # the engine's live steps (the token runs' steps), set by it
+
+    def count_query(self, state: RequestState, hits: list[int]) -> None:
+        """One (re)admission's lookup, as vLLM counts it: its prompt and outputs queried, its cached tokens hit
+        (and, tracking evictions, what eviction cost it). The first admission's hits are vLLM's per-request
+        `num_cached_tokens`, with the request whose block served the last of them."""
+        n, hit_tokens = state.num_tokens, len(hits) * self.block_size
+        if state.first_cached_tokens < 0:
+            state.first_cached_tokens = hit_tokens
+            state.cached_from = self.pool.owner[hits[-1]] if hits else -1
+        self.query_tokens += n
+        self.hit_tokens += hit_tokens
+        if self.pool.evicted is not None and state.request.hash_ids is not None:
+            bs = self.block_size
+            lost = self.pool.lost(self.hashes(state, n), hit_tokens // bs, (n - 1) // bs)
+            if lost:
+                self.lost_tokens += lost * bs
+                self.lost_admissions += 1
+
+    def hashes(self, state: RequestState, num_tokens: int) -> list:
+        """The chained hashes of `state`'s full blocks over its first `num_tokens` tokens (kept as they grow)."""
+        from servesim.engines.vllm.block_pool import block_hashes
+
+        r, bs = state.request, self.block_size
+        if r.hash_ids is None:
+            return []
+        known = state.block_hashes
+        if known is None or len(known) < num_tokens // bs:
+            ids = split_hash_ids(r, bs)
+            known = state.block_hashes = block_hashes(ids, r.hashed_len, num_tokens, bs, known)
+        return known
+
+    def lookup(self, state: RequestState) -> list[int]:
+        """Hit blocks for a request (re)admitted with nothing computed: the longest cached prefix of its prompt and
+        outputs, never its last token (P2-P4)."""
+        n = state.num_tokens
+        return self.pool.lookup(self.hashes(state, n), n, self.block_size)
+
+    def prefix_hit_tokens(self, state: RequestState) -> int:
+        return 0 if state.request.hash_ids is None else len(self.lookup(state)) * self.block_size
+
+    def num_evictable(self, blocks: list[int]) -> int:
+        return self.pool.num_evictable(blocks)
+
+    def take_hits(self, state: RequestState, hits: list[int]) -> None:
+        """`state` starts with the hit blocks as computed tokens."""
+        self.pool.touch(hits)
+        state.block_ids = list(hits)
+        state.num_blocks = state.num_hashed_blocks = len(hits)
+        state.num_cached_tokens = state.num_computed_tokens = len(hits) * self.block_size
+        self.free_blocks = self.pool.num_free
+
+    def allocate(self, state: RequestState, num_tokens_after: int) -> bool:
+        need = -(-num_tokens_after // self.block_size) - state.num_blocks
+        if need > 0:
+            if need > self.free_blocks:
+                return False
+            if state.block_ids is None:
+                state.block_ids = []
+            state.block_ids += self.pool.allocate(need)
+            state.num_blocks += need
+            self.free_blocks = self.pool.num_free
+        # the full blocks this step computes become hittable now (P5); under async scheduling only those of
+        # known tokens (the last one sampled may be in flight)
+        known = num_tokens_after
+        runs = state.token_runs
+        if self.async_step is not None and runs and self.live.last_token_at(runs, self.async_step - 1):
+            known = min(known, state.num_tokens - 1)
+        full = known // self.block_size
+        if full > state.num_hashed_blocks and state.request.hash_ids is not None:
+            hashes = self.hashes(state, num_tokens_after)
+            pool, ids = self.pool, state.block_ids
+            for i in range(state.num_hashed_blocks, full):
+                pool.register(ids[i], hashes[i], state.index)
+            state.num_hashed_blocks = full
+        return True
+
+    def free(self, state: RequestState) -> int:
+        n = state.num_blocks
+        if state.block_ids:
+            self.pool.free(state.block_ids)
+        state.block_ids = state.block_hashes = None  # (made again if it is readmitted)
+        state.num_blocks = state.num_hashed_blocks = 0
+        self.free_blocks = self.pool.num_free
+        return n
+
+    @property
+    def cached_free_blocks(self) -> int:
+        return self.pool.num_cached_free
+
+    @property
+    def evicted_blocks(self) -> int:
+        return self.pool.num_evicted
