@@ -37,7 +37,6 @@ from servesim.cli.workload import (
 )
 from servesim.engine.request import Request
 from servesim.engines.config import EngineConfig
-from servesim.engines.vllm.config import BLOCK_SIZES
 from servesim.errors import ConfigError
 
 Policy = Annotated[str, typer.Option("--policy", "-p",
@@ -48,9 +47,17 @@ def _opt(*names: str, help: str) -> Any:
     return typer.Option(*names, help=help)
 
 
-@dataclass(slots=True)
-class SimOptions:
-    """One simulating command's shared options, as given (None: not given, the default applies)."""
+def _engine_flags() -> tuple[type, ...]:
+    """Each engine's flags (`EngineSpec.flags`), last engine first: `SimOptions` takes them all."""
+    from servesim.engines.registry import engines
+
+    return tuple(e.load("flags").FLAGS for e in reversed(engines()) if e.flags)
+
+
+@dataclass
+class SimOptions(*_engine_flags()):
+    """One simulating command's shared options, as given (None: not given, the default applies): the workload's,
+    the cost model's, the cluster's here, and each engine's flags from its package (`servesim.engines`)."""
 
     # the workload (servesim.cli.workload has the loaders' options)
     workload: WorkloadOpt = "seed"
@@ -107,42 +114,6 @@ class SimOptions:
     trace_model: TraceModelOpt = None
     log_type: LogTypeOpt = None
     keep_failed: KeepFailedOpt = False
-    # the engine (vLLM's names)
-    max_num_batched_tokens: Annotated[int | None, _opt("--max-num-batched-tokens", help="Token budget per step. "
-                                                       "Default: vLLM's for the GPU (8192 on >= 70 GiB non-A100, "
-                                                       "else 2048; the lesson's workloads: 256).")] = None
-    max_num_seqs: Annotated[int | None, _opt("--max-num-seqs", help="Most requests running at once. Default: vLLM's "
-                                             "for the GPU (1024 or 256; the lesson's workloads: 8).")] = None
-    max_model_len: Annotated[int | None, _opt("--max-model-len", help="Longest request (prompt + output tokens); "
-                                              "longer ones fail, as in vLLM. Default: the model's "
-                                              "max_position_embeddings, else the longest request.")] = None
-    long_prefill_token_threshold: Annotated[int, _opt("--long-prefill-token-threshold", help="Cap on one request's "
-                                                      "tokens per step when others wait (0 = off).")] = 0
-    no_chunked_prefill: Annotated[bool, _opt("--no-enable-chunked-prefill", "--no-chunked-prefill", help="Prompts "
-                                             "run whole (vllm policy).")] = False
-    no_prefix_caching: Annotated[bool, _opt("--no-enable-prefix-caching", help="Turn vLLM's prefix cache off "
-                                            "(it acts on requests with hash_ids, e.g. Mooncake's).")] = False
-    block_size: Annotated[int, _opt("--block-size", help=f"KV block size in tokens: "
-                                                         f"{', '.join(map(str, BLOCK_SIZES))}.")] = 16
-    num_gpu_blocks: Annotated[int | None, _opt("--num-gpu-blocks", "--num-gpu-blocks-override", help="KV blocks "
-                                               "(one is vLLM's null block). Default: from GPU memory with the "
-                                               "roofline, else unlimited.")] = None
-    gpu_memory_utilization: Annotated[float, _opt("--gpu-memory-utilization", help="Share of GPU memory for "
-                                                  "weights, activations and KV.")] = 0.9
-    watermark: Annotated[float, _opt("--watermark", help="Fraction of num_gpu_blocks kept free on admission.")] = 0.0
-    scheduling_policy: Annotated[str, _opt("--scheduling-policy", help="Queue order: fcfs | priority.")] = "fcfs"
-    preemption_mode: Annotated[str, _opt("--preemption-mode", help="recompute (vLLM v1) | swap (vLLM "
-                                                                   "v0).")] = "recompute"
-    swap_space: Annotated[int | None, _opt("--swap-space", help="Host pool for swapping, in blocks. Default: "
-                                                                "unlimited.")] = None
-    kv_bytes_per_token: Annotated[int | None, _opt("--kv-bytes-per-token", help="KV bytes per token (swap "
-                                                   "traffic). Default: the model's; 131072 (Llama-3-8B) with the "
-                                                   "toy cost.")] = None
-    pcie_bandwidth: Annotated[float, _opt("--pcie-bandwidth", help="Host<->GPU bytes/s for swapping.")] = 32e9
-    async_scheduling: Annotated[bool | None, _opt("--async-scheduling/--no-async-scheduling", help="vLLM's async "
-                                                  "scheduling: finished requests free their seat one step later, "
-                                                  "and (roofline) host work overlaps the GPU's. Default: off for "
-                                                  "the engine; the --engine preset's for the cost.")] = None
     # the cost model
     cost: Annotated[str, _opt("--cost", help="auto (toy for the lesson's workloads, else the roofline) | toy | unit "
                                              "| roofline | a profile .json.")] = "auto"
@@ -169,28 +140,6 @@ class SimOptions:
     disable_custom_all_reduce: Annotated[bool | None, _opt("--disable-custom-all-reduce/--enable-custom-all-reduce",
                                                            help="NCCL only, not vLLM's custom all-reduce for "
                                                            "small messages. Default: the preset's.")] = None
-    # SGLang's server options (policy sglang; `servesim.engines.sglang.server_args`), SGLang's names
-    chunked_prefill_size: Annotated[int | None, _opt("--chunked-prefill-size", help="SGLang: prompt tokens per "
-                                                     "chunk (-1: off). Default 8192.")] = None
-    max_prefill_tokens: Annotated[int | None, _opt("--max-prefill-tokens", help="SGLang: prompt tokens per "
-                                                   "prefill batch. Default 16384.")] = None
-    max_running_requests: Annotated[int | None, _opt("--max-running-requests", help="SGLang: requests running at "
-                                                     "once. Default 1024.")] = None
-    schedule_policy: Annotated[str | None, _opt("--schedule-policy", help="SGLang: fcfs | lpm | lof | random | "
-                                                "dfs-weight. Default fcfs.")] = None
-    random_seed: Annotated[int | None, _opt("--random-seed", help="SGLang: the random policy's seed. "
-                                            "Default 0.")] = None
-    schedule_conservativeness: Annotated[float | None, _opt("--schedule-conservativeness", help="SGLang: the "
-                                                            "new-token ratio's scale. Default 1.0.")] = None
-    enable_mixed_chunk: Annotated[bool, _opt("--enable-mixed-chunk", help="SGLang: decodes ride in a prefill "
-                                             "chunk's batch.")] = False
-    max_total_tokens: Annotated[int | None, _opt("--max-total-tokens", help="SGLang: the token pool's size. "
-                                                 "Default: from GPU memory (roofline), else unlimited.")] = None
-    mem_fraction_static: Annotated[float | None, _opt("--mem-fraction-static", help="SGLang: (weights + KV "
-                                                      "pool) / GPU memory. Default: SGLang's for the GPU.")] = None
-    page_size: Annotated[int | None, _opt("--page-size", help="SGLang: tokens per KV page. Default 1.")] = None
-    disable_radix_cache: Annotated[bool, _opt("--disable-radix-cache", help="SGLang: no prefix (radix) "
-                                              "cache.")] = False
     decode_ms: Annotated[float | None, _opt("--decode-ms", help="Toy cost: ms per decoding request per step "
                                                                "(default 1).")] = None
     prefill_token_ms: Annotated[float | None, _opt("--prefill-token-ms", help="Toy cost: ms per prefill token "
@@ -339,64 +288,49 @@ class SimOptions:
                 "seed": self.seed, "trace_model": self.trace_model, "log_type": self.log_type,
                 "keep_failed": self.keep_failed}
 
-    def engine_config(self, policy: str = "vllm", sglang_too: bool = False) -> EngineConfig:
-        """`sglang_too`: the config also carries SGLang's flags as its sglang section, for a run of several policies
-        one of which is sglang (`compare --policies`; the others run without the section)."""
+    def engine_config(self, policy: str = "vllm", policies: tuple[str, ...] = ()) -> EngineConfig:
+        """The shared knobs given (vLLM's flags) and the section of `policy`'s engine from its own flags; another
+        engine's flags are refused. `policies`: a run of several (`compare --policies`): the config carries the
+        section of every engine among them (each run takes its own)."""
         from servesim.defaults import lesson_settings
-        from servesim.engines.registry import policy_class
+        from servesim.engines.registry import engine_for, engines, policy_class
+        from servesim.engines.vllm.flags import shared_knobs
 
-        if self.block_size not in BLOCK_SIZES:
-            raise ConfigError(f"--block-size {self.block_size}: vLLM allows {', '.join(map(str, BLOCK_SIZES))}")
-        given = {
-            "max_num_batched_tokens": self.max_num_batched_tokens, "max_num_seqs": self.max_num_seqs,
-            "enable_chunked_prefill": not self.no_chunked_prefill,
-            "enable_prefix_caching": not self.no_prefix_caching,
-            "long_prefill_token_threshold": self.long_prefill_token_threshold, "max_model_len": self.max_model_len,
-            "block_size": self.block_size, "num_gpu_blocks": self.num_gpu_blocks,
-            "gpu_memory_utilization": self.gpu_memory_utilization, "watermark": self.watermark,
-            "policy": self.scheduling_policy, "async_scheduling": self.async_scheduling or False,
-            "preemption_mode": self.preemption_mode, "swap_space": self.swap_space,
-            "kv_bytes_per_token": self.kv_bytes_per_token, "pcie_bandwidth": self.pcie_bandwidth,
-            "max_concurrency": self.max_concurrency,
-        }
+        given = {k: v for k, v in shared_knobs(self).items() if v is not None}
+        if self.max_concurrency is not None:
+            given["max_concurrency"] = self.max_concurrency
         lesson = lesson_settings(self.workload_name(), policy_class(policy).chunked)
-        sglang = self.sglang_config("sglang" if sglang_too else policy)
-        if sglang_too:
-            return replace(EngineConfig(**(lesson | {k: v for k, v in given.items() if v is not None})), sglang=sglang)
-        if sglang is not None:  # the lesson's sizes under SGLang's names; vLLM knobs given are the policy's to refuse
-            from servesim.engines.sglang.config import from_vllm_sizes
+        spec, wanted = engine_for(policy), {engine_for(p).name for p in (policy, *policies)}
+        sections = {e.section: self.section(e, e.name in wanted) for e in engines() if e.section}
+        sections = {k: v for k, v in sections.items() if v is not None}
+        if policies:
+            return replace(EngineConfig(**(lesson | given)), **sections)
+        if spec.from_shared_sizes is not None:  # the lesson's sizes under the engine's names; shared knobs given
+            cfg, _ = spec.from_shared_sizes(EngineConfig(**lesson), sections.get(spec.section))  # are its to refuse
+            return replace(cfg, **given)
+        return EngineConfig(**(lesson | given))
 
-            cfg, _ = from_vllm_sizes(EngineConfig(**lesson), sglang)
-            return replace(cfg, **{k: v for k, v in given.items() if v is not None})
-        return EngineConfig(**(lesson | {k: v for k, v in given.items() if v is not None}))
-
-    def sglang_config(self, policy: str):
-        """SGLang's server flags as `EngineConfig.sglang` for policy sglang (None for the others, which refuse
-        them)."""
-        from servesim.engines.sglang.server_args import SGLangConfig
-
-        flags = {"chunked_prefill_size": self.chunked_prefill_size, "max_prefill_tokens": self.max_prefill_tokens,
-                 "max_running_requests": self.max_running_requests, "schedule_policy": self.schedule_policy,
-                 "schedule_conservativeness": self.schedule_conservativeness,
-                 "enable_mixed_chunk": self.enable_mixed_chunk or None, "max_total_num_tokens": self.max_total_tokens,
-                 "page_size": self.page_size, "disable_radix_cache": self.disable_radix_cache or None,
-                 "mem_fraction_static": self.mem_fraction_static, "random_seed": self.random_seed}
-        given = {k: v for k, v in flags.items() if v is not None}
-        if policy != "sglang":
-            if given:
-                name = "max_total_tokens" if "max_total_num_tokens" in given else next(iter(given))
-                raise ConfigError(f"--{name.replace('_', '-')} is an SGLang server option: add --policy sglang")
-            return None
-        if given.get("chunked_prefill_size") == -1:  # SGLang's -1: chunking off
-            given["chunked_prefill_size"] = None
-        return SGLangConfig(**given)
+    def section(self, spec, wanted: bool):
+        """`spec`'s config section from its flags for a run of its engine (`wanted`); refused when given to a run
+        of another engine (None when not given)."""
+        flags = spec.load("flags")
+        given = flags.given(self)
+        if wanted:
+            return EngineConfig.section_class(spec.section)(**given)
+        if given:
+            field = next(iter(given)) if "max_total_num_tokens" not in given else "max_total_num_tokens"
+            flag = flags.FLAG_OF.get(field, "--" + field.replace("_", "-"))
+            raise ConfigError(f"{flag} is an {spec.display} server option: add --policy {next(iter(spec.policies))}")
+        return None
 
     def cost_model(self, policy: str | None = None):
-        """The cost model the options give; a roofline under `policy` sglang runs SGLang's engine preset unless
-        --engine says otherwise (one cost for several policies: the default preset)."""
+        """The cost model the options give; a roofline runs the host preset of `policy`'s engine (SGLang's under
+        --policy sglang) unless --engine says otherwise (one cost for several policies: the default preset)."""
         from servesim.defaults import build_cost
+        from servesim.engines.registry import engine_for
 
-        return build_cost(self.cost, self.workload_name(), "sglang" if policy == "sglang" else None,
+        preset = None if policy is None else engine_for(policy).host_preset
+        return build_cost(self.cost, self.workload_name(), preset,
                           model=self.model, gpu=self.gpu, tp=self.tp,
                           dtype=self.dtype, quantization=self.quantization, kv_cache_dtype=self.kv_cache_dtype,
                           decode_ms=self.decode_ms, prefill_token_ms=self.prefill_token_ms,
@@ -408,12 +342,11 @@ class SimOptions:
     def lesson_note(self, policy: str = "vllm") -> str | None:
         """What the lesson's settings set, for a lesson workload (None otherwise or when all were given)."""
         from servesim.defaults import lesson_settings
-        from servesim.engines.registry import policy_class
+        from servesim.engines.registry import engine_for
 
-        names = {"max_num_seqs": "max_running_requests", "max_num_batched_tokens": "chunked_prefill_size"}
-        settings = lesson_settings(self.workload_name(), policy_class(policy).chunked)
-        if policy == "sglang":  # the same sizes under SGLang's names (`from_vllm_sizes`)
-            settings = {names.get(k, k): v for k, v in settings.items()}
+        spec = engine_for(policy)
+        settings = lesson_settings(self.workload_name(), spec.policies[policy].chunked)
+        settings = {spec.own_names.get(k, k): v for k, v in settings.items()}  # under the engine's own names
         applied = {k: v for k, v in settings.items() if getattr(self, k) is None}
         if not applied:
             return None
@@ -475,7 +408,7 @@ def simulating(command):
     """Add every `SimOptions` option to `command`'s signature; the command takes `opts: SimOptions`."""
     sig = inspect.signature(command)
     own = [p for p in sig.parameters.values() if p.name != "opts"]
-    hints = SimOptions.__annotations__
+    hints = {f.name: f.type for f in fields(SimOptions)}
     shared = [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=hints[f.name])
               for f in fields(SimOptions)]
     own = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own]

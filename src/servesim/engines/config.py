@@ -117,6 +117,11 @@ class EngineConfig:
             )
         return cfg
 
+    @staticmethod
+    def section_class(name: str) -> type:
+        """The class of the engine section `name` (`EngineSpec.section`)."""
+        return SECTIONS[name]
+
     def sections_given(self) -> tuple[str, ...]:
         """The engine sections this config carries (each meaningful under its own engine only)."""
         return tuple(name for name in SECTIONS if getattr(self, name) is not None)

@@ -35,13 +35,16 @@ class EngineSpec:
     # the engine's start-up checks made
     resolve: Callable[[EngineConfig, type[Scheduler], Sequence[Request], Any], EngineConfig]
     section: str | None = None  # the EngineConfig field that holds the engine's own server arguments
-    flags: str | None = None  # its CLI flags: a dataclass of typer options that `cli.options.SimOptions` mixes in
+    # its CLI flags' module: `FLAGS`, a dataclass of typer options that `cli.options.SimOptions` mixes in, and for
+    # an engine with a section `given(opts)`, the section's fields given (`FLAG_OF`: a field's flag, if not
+    # --field-name)
+    flags: str | None = None
     host_preset: str | None = None  # the roofline's engine profile when --engine is not given (None: the default)
     conformance: str | None = None  # the module that runs a shared conformance scenario and compares traces
     # the shared knobs (vLLM's names) under this engine's own names, for messages; and the hook that carries a
     # config's shared sizes over into the engine's section (None: the shared knobs are the engine's own)
     own_names: Mapping[str, str] = field(default_factory=dict)
-    from_shared_sizes: Callable[[EngineConfig], tuple[EngineConfig, list[str]]] | None = None
+    from_shared_sizes: Callable[..., tuple[EngineConfig, list[str]]] | None = None
     preemption_word: str = "preemptions"  # what the engine calls taking a running request off the GPU
 
     def load(self, what: str) -> Any:

@@ -5,7 +5,7 @@ from servesim.engines.sglang.config import from_vllm_sizes, resolve
 from servesim.engines.sglang.scheduler import SGLangScheduler
 
 ENGINE = EngineSpec(name="sglang", display="SGLang", version="0.5.23", policies={"sglang": SGLangScheduler},
-                    resolve=resolve, section="sglang", flags="servesim.engines.sglang.flags:SGLangFlags",
+                    resolve=resolve, section="sglang", flags="servesim.engines.sglang.flags",
                     host_preset="sglang", conformance="servesim.engines.sglang.conformance",
                     own_names={"max_num_seqs": "max_running_requests",
                                "max_num_batched_tokens": "chunked_prefill_size"},

@@ -1,0 +1,60 @@
+"""SGLang's server flags (pinned: SGLang 0.5.23, `python -m sglang.launch_server`'s names), as
+`cli.options.SimOptions` takes them: `EngineConfig.sglang`'s fields, each None when not given.
+
+Annotations stay objects (no `from __future__ import annotations`): typer reads them on every start.
+"""
+
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+import typer
+
+
+def _opt(*names: str, help: str) -> Any:
+    return typer.Option(*names, help=help)
+
+
+@dataclass
+class SGLangFlags:
+    """SGLang's scheduler and memory options, under SGLang's names (`--max-total-tokens` sets
+    `max_total_num_tokens`, as in SGLang)."""
+
+    chunked_prefill_size: Annotated[int | None, _opt("--chunked-prefill-size", help="SGLang: prompt tokens per "
+                                                     "chunk (-1: off). Default 8192.")] = None
+    max_prefill_tokens: Annotated[int | None, _opt("--max-prefill-tokens", help="SGLang: prompt tokens per "
+                                                   "prefill batch. Default 16384.")] = None
+    max_running_requests: Annotated[int | None, _opt("--max-running-requests", help="SGLang: requests running at "
+                                                     "once. Default 1024.")] = None
+    schedule_policy: Annotated[str | None, _opt("--schedule-policy", help="SGLang: fcfs | lpm | lof | random | "
+                                                "dfs-weight. Default fcfs.")] = None
+    random_seed: Annotated[int | None, _opt("--random-seed", help="SGLang: the random policy's seed. "
+                                            "Default 0.")] = None
+    schedule_conservativeness: Annotated[float | None, _opt("--schedule-conservativeness", help="SGLang: the "
+                                                            "new-token ratio's scale. Default 1.0.")] = None
+    enable_mixed_chunk: Annotated[bool, _opt("--enable-mixed-chunk", help="SGLang: decodes ride in a prefill "
+                                             "chunk's batch.")] = False
+    max_total_tokens: Annotated[int | None, _opt("--max-total-tokens", help="SGLang: the token pool's size. "
+                                                 "Default: from GPU memory (roofline), else unlimited.")] = None
+    mem_fraction_static: Annotated[float | None, _opt("--mem-fraction-static", help="SGLang: (weights + KV "
+                                                      "pool) / GPU memory. Default: SGLang's for the GPU.")] = None
+    page_size: Annotated[int | None, _opt("--page-size", help="SGLang: tokens per KV page. Default 1.")] = None
+    disable_radix_cache: Annotated[bool, _opt("--disable-radix-cache", help="SGLang: no prefix (radix) "
+                                              "cache.")] = False
+
+
+FLAGS = SGLangFlags
+FLAG_OF = {"max_total_num_tokens": "--max-total-tokens"}  # SGLangConfig fields whose flag is not --field-name
+
+
+def given(opts: SGLangFlags) -> dict[str, object]:
+    """The flags given, as `SGLangConfig`'s fields (SGLang's -1 for chunking off as None)."""
+    flags = {"chunked_prefill_size": opts.chunked_prefill_size, "max_prefill_tokens": opts.max_prefill_tokens,
+             "max_running_requests": opts.max_running_requests, "schedule_policy": opts.schedule_policy,
+             "schedule_conservativeness": opts.schedule_conservativeness,
+             "enable_mixed_chunk": opts.enable_mixed_chunk or None, "max_total_num_tokens": opts.max_total_tokens,
+             "page_size": opts.page_size, "disable_radix_cache": opts.disable_radix_cache or None,
+             "mem_fraction_static": opts.mem_fraction_static, "random_seed": opts.random_seed}
+    out = {k: v for k, v in flags.items() if v is not None}
+    if out.get("chunked_prefill_size") == -1:  # SGLang's -1: chunking off
+        out["chunked_prefill_size"] = None
+    return out
