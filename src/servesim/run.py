@@ -146,10 +146,11 @@ class Run:
 
         if self.workload is None or self.cost is None or not self.result.config.enable_chunked_prefill:
             return None
-        if self.result.policy == "sglang":
-            from servesim.engines.sglang.config import unchunked_config
+        from servesim.engines.registry import engine_for
 
-            cfg = unchunked_config(self.result.config)
+        own = engine_for(self.result.policy).unchunked
+        if own is not None:
+            cfg = own(self.result.config)
         else:
             cfg = replace(self.result.config, enable_chunked_prefill=False, max_num_batched_tokens=None)
         return simulate(self.workload, cfg, self.result.policy, self.cost)

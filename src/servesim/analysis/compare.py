@@ -22,7 +22,7 @@ from servesim.engine import simulate
 from servesim.engine.request import Request
 from servesim.engine.result import SimResult
 from servesim.engines.config import EngineConfig
-from servesim.engines.registry import policy_class
+from servesim.engines.registry import by_section, engine_for, policy_class, sections
 from servesim.errors import ConfigError
 
 
@@ -33,17 +33,14 @@ def run_policies(requests: Sequence[Request], policies: Sequence[str], config: E
     chunking, max(max_model_len, 2048), and a note."""
     results, notes, skipped = {}, [], []
     for name in policies:
-        cfg = config
-        if name == "sglang":  # SGLang's scheduler has its own knobs: vLLM's sizes carried over, said in a note
-            from servesim.engines.sglang.config import from_vllm_sizes
-
-            cfg, moved = from_vllm_sizes(config)
+        spec = engine_for(name)
+        # an engine's section is for its own runs only
+        cfg = replace(config, **{s: None for s in config.sections_given() if s != spec.section})
+        if spec.from_shared_sizes is not None:  # an engine with its own knobs: the shared sizes carried over
+            cfg, moved = spec.from_shared_sizes(cfg)
             if moved:
-                notes.append(f"sglang: {', '.join(moved)} (SGLang's chunk counts prompt tokens only; vLLM's "
-                             "budget counts decodes too)")
+                notes.append(f"{name}: {', '.join(moved)}{spec.sizes_caveat}")
         else:
-            if config.sglang is not None:  # SGLang's section is for the sglang run only
-                cfg = replace(config, sglang=None)
             if not policy_class(name).chunked and config.max_num_batched_tokens is not None:
                 cfg, _ = replace(cfg, max_num_batched_tokens=None), skipped.append(name)
         results[name] = simulate(requests, cfg, name, cost)
@@ -78,7 +75,8 @@ def parse_set(spec: str) -> tuple[str, list[object]]:
         raise ConfigError(f"--set {spec!r}: expected KNOB=V1,V2,... e.g. max_num_batched_tokens=256,512,2048")
     if knob not in EngineConfig.knob_names():
         valid = ", ".join(EngineConfig.knob_names())
-        hint = f" (SGLang's: sglang.{knob})" if f"sglang.{knob}" in EngineConfig.knob_names() else ""
+        own = [s for s in sections() if f"{s}.{knob}" in EngineConfig.knob_names()]
+        hint = "".join(f" ({by_section(s).display}'s: {s}.{knob})" for s in own)
         raise ConfigError(f"--set {spec!r}: unknown knob {knob!r}{hint}; valid: {valid}")
     return knob, [parse_value(v) for v in values.split(",") if v.strip()]
 

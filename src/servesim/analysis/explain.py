@@ -9,6 +9,7 @@ from servesim.analysis.words import ms, number
 from servesim.analysis.words import plural as _plural
 from servesim.engine.records import Reason
 from servesim.engine.result import SimResult
+from servesim.engines.registry import engine_for
 
 
 def gap_cause(result: SimResult, g) -> str:
@@ -154,14 +155,6 @@ _BOUND_TEXT = {
     "batch_closed": "a closed batch (static batching admits nothing until the batch drains)",
 }
 
-_BOUND_TEXT_SGLANG = _BOUND_TEXT | {  # the same bounds under SGLang's names
-    "token_budget": "the chunk budget (chunked_prefill_size {budget})",
-    "max_num_seqs": "max_running_requests ({seqs} running)",
-    "kv_blocks": "the token pool (no memory left after the running requests' reserve, retractions)",
-    "batch_closed": "the running batch marked full (batch_is_full: no prefill is tried until it shrinks)",
-}
-
-
 def _join(parts: list[str]) -> str:
     return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
 
@@ -194,9 +187,8 @@ def bound_sentence(result: SimResult) -> str:
     cfg = result.config
     fill = {"budget": cfg.max_num_batched_tokens, "seqs": cfg.max_num_seqs,
             "threshold": cfg.long_prefill_token_threshold}
-    text = _BOUND_TEXT
-    if cfg.sglang is not None:
-        text, fill["budget"] = _BOUND_TEXT_SGLANG, cfg.sglang.chunked_prefill_size
+    own = engine_for(result.policy).bound_text  # the same bounds under the engine's own names
+    text = _BOUND_TEXT | (own(cfg) if own is not None else {})
     parts = [f"{n:,} by {text[b].format(**fill)}" for b, n in counts.most_common()]
     return f"Of {len(result.steps):,} steps, {_join(parts)}."
 

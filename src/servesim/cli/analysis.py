@@ -15,6 +15,7 @@ from servesim.cli.options import Policy, SimOptions, simulating
 from servesim.cli.progress import SimProgress
 from servesim.cli.term import LazyConsole
 from servesim.engine import simulate
+from servesim.engines.registry import engine_for
 from servesim.errors import ConfigError
 from servesim.export.json_records import write_json
 from servesim.export.parquet import ParquetRecords
@@ -33,7 +34,7 @@ def rejected_note(result) -> None:
         n = len(result.rejected)
         which = f"request {result.rejected[0]}" if n == 1 else f"{n:,} requests (e.g. {result.rejected[0]})"
         it = "it" if n == 1 else "them"
-        engine = "SGLang" if result.policy == "sglang" else "vLLM"
+        engine = engine_for(result.policy).rejecter
         note(f"{which} longer than max_model_len {result.config.max_model_len:,} (prompt + output tokens) failed: "
              f"{engine} rejects {it}, and vllm bench serve counts {it} as failed")
 
@@ -280,7 +281,7 @@ def explain(
     if request in result.rejected:
         r = result.request(request)
         lines = [f"{request} failed on arrival: its {r.prompt_len:,} prompt + {r.output_len:,} output tokens exceed "
-                 f"max_model_len {result.config.max_model_len:,} ({'SGLang' if policy == 'sglang' else 'vLLM'} "
+                 f"max_model_len {result.config.max_model_len:,} ({engine_for(policy).rejecter} "
                  "rejects it; vllm bench serve counts it as "
                  "failed)."]
     elif request is not None:

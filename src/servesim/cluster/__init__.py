@@ -17,6 +17,7 @@ from servesim.engine.request import Request
 from servesim.engine.resolve import resolve_config
 from servesim.engine.result import SimResult
 from servesim.engines.config import EngineConfig
+from servesim.engines.registry import engines
 from servesim.errors import ConfigError
 
 __all__ = ["ROUTERS", "ClusterResult", "Pool", "simulate_cluster"]
@@ -71,15 +72,16 @@ def simulate_cluster(
     requests = list(requests)
     hashed = any(r.hash_ids for r in requests)
     replicas = []
+    decode_policies = [name for e in engines() for name in e.pd_decode]
     for p in pools:
         cm = get_cost_model(p.cost) if isinstance(p.cost, str) else p.cost
         cfg = resolve_config(p.config or EngineConfig(), p.policy, requests, cm)
         if disaggregated and hashed and cfg.enable_prefix_caching:
             raise ConfigError("prefix caching on a disaggregated cluster is not modelled yet: set "
                               "enable_prefix_caching=false (--no-prefix-caching)")
-        if p.role == "decode" and p.policy != "vllm":
-            raise ConfigError(f"a decode pool runs the vllm policy (it admits remotely prefilled requests), got "
-                              f"{p.policy!r}")
+        if p.role == "decode" and p.policy not in decode_policies:
+            raise ConfigError(f"a decode pool runs the {' or '.join(decode_policies)} policy (it admits remotely "
+                              f"prefilled requests), got {p.policy!r}")
         on = fast and not cfg.async_scheduling and not check_invariants
         for _ in range(p.count):
             replicas.append(make_replica(len(replicas), p.role, cfg, p.policy, cm, record, on, check_invariants,

@@ -350,9 +350,9 @@ def _stretch_records(engine: Engine, plan: Stretch, members: list[RequestState],
 
 
 def _order_matters(fast: FastPath, engine: Engine) -> bool:
-    """Finishers must go in running order when the pool remembers it: vLLM's free queue under prefix caching, or
-    SGLang's radix cache (its access order decides what is evicted)."""
-    return fast.prefix_kv is not None or getattr(engine.kv, "radix", None) is not None
+    """Finishers must go in running order when the pool remembers it (`KVCache.remembers_order`): vLLM's free
+    queue under prefix caching, SGLang's radix cache (their order decides what is evicted)."""
+    return fast.prefix_kv is not None or engine.kv.remembers_order
 
 
 def _running_order(done: list[RequestState], running: list[RequestState], n: int) -> list[RequestState]:

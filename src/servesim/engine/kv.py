@@ -20,6 +20,7 @@ def blocks_for(num_tokens: int, block_size: int) -> int:
 
 class KVCache:
     __slots__ = ("block_size", "usable_blocks", "free_blocks", "host_blocks", "host_free")
+    remembers_order = False  # True: the order requests free their blocks in decides what is evicted later
 
     def __init__(self, block_size: int, num_gpu_blocks: int | None, swap_space: int | None = None) -> None:
         self.block_size = block_size

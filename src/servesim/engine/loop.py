@@ -423,17 +423,7 @@ def assert_invariants(sched, states: list[RequestState], out, cfg: EngineConfig)
     """Invariants after every step (used by the property tests): budget, KV books, queue membership."""
     assert sum(out.scheduled.values()) <= cfg.max_num_batched_tokens, "token budget exceeded"
     assert len(sched.running) <= cfg.max_num_seqs, "more running than max_num_seqs"
-    held = sum(s.num_blocks for s in states)
-    if sched.prefix:  # cached blocks can be shared: count each once, and the pool's holds must agree
-        ids = [b for s in states for b in (s.block_ids or ())]
-        assert len(ids) == held, "block lists and block counts disagree"
-        pool = sched.kv.pool
-        assert all(pool.ref_cnt[b] == ids.count(b) for b in set(ids)), "ref counts off"
-        assert not set(ids) & set(pool.free_queue), "a held block is in the free queue"
-        held = len(set(ids))
-    tree = getattr(sched.kv, "radix", None)  # SGLang's radix cache holds finished requests' tokens
-    if tree is not None:  # requests' own pages plus the tree's tokens (a shared prefix counted once)
-        held = sched.own_pages() + tree.size // sched.kv.block_size  # (the tree holds whole pages)
+    held = sched.blocks_held(states)
     if sched.kv.usable_blocks is not None:
         assert 0 <= sched.kv.free_blocks <= sched.kv.usable_blocks, "KV over-allocated"
         assert sched.kv.free_blocks + held == sched.kv.usable_blocks, "free + held != usable"

@@ -66,6 +66,11 @@ class Scheduler:
         raise NotImplementedError(f"policy {self.name} has no prefix cache")
 
     # -- the engine's side ------------------------------------------------------------------------------------
+    def blocks_held(self, states: list[RequestState]) -> int:
+        """The KV blocks the requests hold, each counted once, its own books checked on the way (the engine's
+        invariant: free + held = usable)."""
+        return sum(s.num_blocks for s in states)
+
     def add_request(self, s: RequestState) -> None:
         self.waiting.add(s)
 

@@ -45,7 +45,19 @@ class EngineSpec:
     # config's shared sizes over into the engine's section (None: the shared knobs are the engine's own)
     own_names: Mapping[str, str] = field(default_factory=dict)
     from_shared_sizes: Callable[..., tuple[EngineConfig, list[str]]] | None = None
+    sizes_caveat: str = ""  # what a note on the carried-over sizes adds (how they differ in meaning)
     preemption_word: str = "preemptions"  # what the engine calls taking a running request off the GPU
+    rejected_by: str | None = None  # who refuses a request longer than max_model_len (None: `display`)
+    pd_decode: tuple[str, ...] = ()  # its policies a P/D decode pool can run (it admits remotely prefilled requests)
+    # a resolved run's config with chunked prefill off, to run again (explain's counterfactual); None: the shared
+    # knob off and the budget back at its default
+    unchunked: Callable[[EngineConfig], EngineConfig] | None = None
+    # explain's "what bound each step" under the engine's own names, filled from a resolved config (None: vLLM's)
+    bound_text: Callable[[EngineConfig], dict[str, str]] | None = None
+
+    @property
+    def rejecter(self) -> str:
+        return self.rejected_by or self.display
 
     def load(self, what: str) -> Any:
         module, _, attr = getattr(self, what).partition(":")

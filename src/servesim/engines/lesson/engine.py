@@ -6,4 +6,5 @@ from servesim.engines.registry import EngineSpec
 from servesim.engines.vllm.config import resolve
 
 ENGINE = EngineSpec(name="lesson", display="the lesson's", version="lesson.txt",
-                    policies={"static": StaticScheduler, "continuous": ContinuousScheduler}, resolve=resolve)
+                    policies={"static": StaticScheduler, "continuous": ContinuousScheduler}, resolve=resolve,
+                    rejected_by="vLLM")

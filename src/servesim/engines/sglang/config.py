@@ -112,3 +112,13 @@ def from_vllm_sizes(cfg, sg: SGLangConfig | None = None) -> tuple[object, list[s
             carried[sgl] = convert(value)
             moved.append(f"{vllm} {value} as {sgl} {carried[sgl]}")
     return replace(cfg, sglang=replace(sg, **carried)), moved
+
+
+def bound_text(cfg: EngineConfig) -> dict[str, str]:
+    """What bound a step, under SGLang's names (explain's run summary)."""
+    return {
+        "token_budget": f"the chunk budget (chunked_prefill_size {cfg.sglang.chunked_prefill_size})",
+        "max_num_seqs": "max_running_requests ({seqs} running)",
+        "kv_blocks": "the token pool (no memory left after the running requests' reserve, retractions)",
+        "batch_closed": "the running batch marked full (batch_is_full: no prefill is tried until it shrinks)",
+    }

@@ -23,6 +23,10 @@ class TokenPool(KVCache):
         self.radix = radix
 
     @property
+    def remembers_order(self) -> bool:
+        return self.radix is not None  # the radix cache's access order decides what is evicted
+
+    @property
     def evictable(self) -> int:
         return self.radix.evictable if self.radix is not None else 0
 

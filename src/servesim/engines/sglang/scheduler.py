@@ -332,6 +332,13 @@ class SGLangScheduler(Scheduler):
         held = self.locks.get(s)
         return held[1] if held is not None else 0
 
+    def blocks_held(self, states: list[RequestState]) -> int:
+        """The radix cache holds finished requests' tokens: requests' own pages plus the tree's (a shared prefix
+        counted once; the tree holds whole pages)."""
+        if self.radix is None:
+            return super().blocks_held(states)
+        return self.own_pages() + self.radix.size // self.kv.block_size
+
     def own_pages(self) -> int:
         """Pages requests hold outside the tree (the engine's KV invariant)."""
         holders = [*self.running, *([self.chunked_req] if self.chunked_req is not None else [])]

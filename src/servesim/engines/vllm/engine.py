@@ -8,4 +8,4 @@ from servesim.engines.vllm.scheduler_v0 import VLLMv0Scheduler
 ENGINE = EngineSpec(name="vllm", display="vLLM", version="0.33.0",
                     policies={"vllm": VLLMScheduler, "vllm-v0": VLLMv0Scheduler}, resolve=resolve,
                     flags="servesim.engines.vllm.flags",
-                    conformance="servesim.engines.vllm.conformance")
+                    conformance="servesim.engines.vllm.conformance", pd_decode=("vllm",))

@@ -14,6 +14,8 @@ class PrefixCachingKV(KVCache):
     cached under their chained hash once scheduled (P5) and stay hittable when freed, until evicted.
     `free_blocks` counts the evictable cached blocks too (P8). Requests without `hash_ids` hit nothing."""
 
+    remembers_order = True  # the free queue's order is the eviction order
+
     __slots__ = ("pool", "query_tokens", "hit_tokens", "lost_tokens", "lost_admissions", "async_step", "live")
 
     def __init__(self, block_size: int, num_gpu_blocks: int, track_evictions: bool = False,

@@ -25,6 +25,18 @@ class VLLMScheduler(Scheduler):
                                   async_scheduling=self.config.async_scheduling)
         self.prefix = True
 
+    def blocks_held(self, states: list[RequestState]) -> int:
+        held = super().blocks_held(states)
+        if not self.prefix:
+            return held
+        # cached blocks can be shared: count each once, and the pool's holds must agree
+        ids = [b for s in states for b in (s.block_ids or ())]
+        assert len(ids) == held, "block lists and block counts disagree"
+        pool = self.kv.pool
+        assert all(pool.ref_cnt[b] == ids.count(b) for b in set(ids)), "ref counts off"
+        assert not set(ids) & set(pool.free_queue), "a held block is in the free queue"
+        return len(set(ids))
+
     def schedule(self, num_decoding_ahead: int = 0) -> SchedulerOutput:
         self.out = out = SchedulerOutput()
         cfg = self.config
