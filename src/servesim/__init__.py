@@ -9,6 +9,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from servesim.version import __version__
+
 if TYPE_CHECKING:
     from servesim.cluster import simulate_cluster
     from servesim.engine.loop import simulate
@@ -33,7 +35,6 @@ __all__ = ["EngineConfig", "Request", "RequestStatus", "Run", "__version__", "ca
            "chunked_iteration_time", "continuous_slots", "plan_chunks", "simulate", "simulate_cluster", "static_slots",
            "sweep",
            "tokens_processed", "utilization", "worst_stall"]
-__version__ = "0.1.0"
 
 _HOMES = {"EngineConfig": "servesim.engines.config", "simulate": "servesim.engine.loop",
           "Request": "servesim.engine.request", "RequestStatus": "servesim.engine.request", "Run": "servesim.run",

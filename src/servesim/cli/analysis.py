@@ -75,28 +75,12 @@ def run_cmd(
 ) -> None:
     """Simulate and print `vllm bench serve`'s "Serving Benchmark Result" block (same labels and layout), the
     server-side breakdown only a simulator can give, and OVERLOADED with its evidence when the queue is unstable."""
-    from servesim.analysis.benchmark import (
-        benchmark_metrics,
-        format_result,
-        parse_goodput,
-        parse_metric_names,
-        parse_percentiles,
-    )
-    from servesim.analysis.breakdown import format_server, server_metrics
-    from servesim.analysis.overload import detect_overload
-    from servesim.export.result_file import default_filename, result_file
+    from servesim.analysis.benchmark import parse_goodput, parse_metric_names, parse_percentiles
+    from servesim.export.result_file import default_filename
 
     ps, names = parse_percentiles(metric_percentiles), parse_metric_names(percentile_metrics)
     slos = parse_goodput(goodput or [])
-    if records_dir is not None and record == "summary":
-        raise ConfigError("--records writes step records: give --record steps or --record full with it")
-    if (result_dir is not None or result_filename is not None) and not save_result:
-        raise ConfigError("--result-dir and --result-filename name the --save-result file: add --save-result")
-    outputs = [check_output_file(json_path, "--json")] if json_path else []
-    if records_dir is not None:
-        check_output_dir(records_dir, "--records")
-    if result_dir is not None:
-        check_output_dir(result_dir, "--result-dir")
+    outputs = _run_outputs(json_path, record, records_dir, save_result, result_dir, result_filename)
     cfg, cm = opts.engine_config(policy), opts.cost_model(policy)
     reqs = opts.requests()
     if opts.is_cluster():
@@ -112,6 +96,32 @@ def run_cmd(
         print(f"wrote step records to {records_dir}/")
     note(opts.lesson_note(policy))
     rejected_note(result)
+    _print_run(opts, result, cm, ps, names, slos, warmup, cooldown, server, outputs, save_detailed)
+
+
+def _run_outputs(json_path: Path | None, record: str, records_dir: Path | None, save_result: bool,
+                 result_dir: Path | None, result_filename: str | None) -> list[Path]:
+    """`run`'s output options checked before anything runs; the files to write (--json)."""
+    if records_dir is not None and record == "summary":
+        raise ConfigError("--records writes step records: give --record steps or --record full with it")
+    if (result_dir is not None or result_filename is not None) and not save_result:
+        raise ConfigError("--result-dir and --result-filename name the --save-result file: add --save-result")
+    outputs = [check_output_file(json_path, "--json")] if json_path else []
+    if records_dir is not None:
+        check_output_dir(records_dir, "--records")
+    if result_dir is not None:
+        check_output_dir(result_dir, "--result-dir")
+    return outputs
+
+
+def _print_run(opts: SimOptions, result, cm, ps, names, slos, warmup: float, cooldown: float, server: bool,
+               outputs: list[Path], save_detailed: bool) -> None:
+    """vllm bench serve's block, OVERLOADED when unstable, the server side; the result file to `outputs`."""
+    from servesim.analysis.benchmark import benchmark_metrics, format_result
+    from servesim.analysis.breakdown import format_prefix_cache, format_server, server_metrics
+    from servesim.analysis.overload import detect_overload
+    from servesim.export.result_file import result_file
+
     m = benchmark_metrics(result, ps, slos, warmup, cooldown)
     over = detect_overload(result, warmup, cooldown)
     if over.overloaded:
@@ -120,8 +130,6 @@ def run_cmd(
     if server:
         print(format_server(server_metrics(result, ps)))
     if server and result.prefix_cache is not None:
-        from servesim.analysis.breakdown import format_prefix_cache
-
         print(format_prefix_cache(result.prefix_cache))
     if outputs:
         data = result_file(result, m, names, cm, opts.request_rate, opts.burstiness, over.overloaded,

@@ -16,7 +16,7 @@ app = typer.Typer(
 
 def _version(value: bool) -> None:
     if value:
-        from servesim import __version__
+        from servesim.version import __version__
 
         print(f"servesim {__version__}")
         raise typer.Exit()

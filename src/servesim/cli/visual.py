@@ -69,11 +69,11 @@ def report(
     """One self-contained HTML file (plotly inlined, no network; opens from disk): per run a request Gantt, tokens
     per step against the budget, KV blocks and queues on one time axis, with a step scrubber; then latency CDFs,
     the summary table side by side and the explanations. Large runs are aggregated, and the page says how."""
-    from servesim import __version__
     from servesim.report.figures import require_plotly
     from servesim.report.html import write_report
     from servesim.report.runs import report_runs
     from servesim.report.view import run_view
+    from servesim.version import __version__
 
     require_plotly()
     if policies is not None and policy != "vllm":

@@ -180,6 +180,21 @@ class Roofline:
         self._attn_bytes_kv = 2 * kv_heads * hd * dkv
         self._attn_bytes_q = (2 * heads + 2 * kv_heads) * hd * d
         self.kv_bytes_per_token = L * 2 * kv_heads * hd * dkv
+        self._set_kernels(m, g, p, tp, heads, kv_heads, inter, gate_up, vocab, len(mlp))
+        experts = m.num_local_experts or 1
+        self._weights = (self._dw * L * (h * (heads + 2 * kv_heads) * hd + heads * hd * h
+                                         + experts * (h * gate_up + inter * h)
+                                         + (h * m.num_local_experts if m.num_local_experts else 0))
+                         + d * vocab * h * (1 if m.tie_word_embeddings else 2))
+        topk = m.num_experts_per_tok or 1
+        self._act_bytes = d * (2 * h + topk * (gate_up + inter))  # live activations per token at the MLP
+        self._check_finite()
+
+    def _set_kernels(self, m: ModelSpec, g: GpuSpec, p: CostParams, tp: int, heads: int, kv_heads: int, inter: int,
+                     gate_up: int, vocab: int, n_mlp: int) -> None:
+        """Attention's fitted constants, the elementwise kernels, the LM head and sampler, the all-reduces and the
+        kernels launched per layer and per step."""
+        d, h, hd, L = m.dtype_bytes, m.hidden_size, m.head_dim, m.num_hidden_layers
         kf, bw = g.kernel_fit, g.memory_bandwidth
         # Attention's own constants (`servesim.cost.kernels`): prefill (s per FLOP, s per query token, floor, s per
         # byte), decode (s per FLOP, s per byte, floor). A GPU file without [kernels] gives the uniform roofline.
@@ -203,17 +218,9 @@ class Roofline:
         self._ar_link = g.interconnect_bandwidth / 2  # datasheets state both directions together
         # Kernels launched per layer (GEMMs, experts, elementwise, all-reduces; attention counted per step) and
         # per step (embedding, final norm, the embedding's all-reduce): what eager mode issues from the host.
-        self._kernels_layer = (len(self._gemms) + (len(mlp) if self._moe else 0) + ELEMENTWISE_KERNELS_PER_LAYER
+        self._kernels_layer = (len(self._gemms) + (n_mlp if self._moe else 0) + ELEMENTWISE_KERNELS_PER_LAYER
                                + (2 if tp > 1 else 0))
         self._kernels_step = 2 + (1 if tp > 1 else 0)
-        experts = m.num_local_experts or 1
-        self._weights = (self._dw * L * (h * (heads + 2 * kv_heads) * hd + heads * hd * h
-                                         + experts * (h * gate_up + inter * h)
-                                         + (h * m.num_local_experts if m.num_local_experts else 0))
-                         + d * vocab * h * (1 if m.tie_word_embeddings else 2))
-        topk = m.num_experts_per_tok or 1
-        self._act_bytes = d * (2 * h + topk * (gate_up + inter))  # live activations per token at the MLP
-        self._check_finite()
 
     def _check_finite(self) -> None:
         """Refuse, once here and never per step, numbers whose step times would overflow. A step's time grows with
