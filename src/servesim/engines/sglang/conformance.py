@@ -19,6 +19,7 @@ from servesim.engine.request import Request
 from servesim.engine.resolve import resolve_config
 from servesim.engine.result import SimResult
 from servesim.engines.config import EngineConfig
+from servesim.engines.conformance import check_scenario_shape, count_difference, read_trace_text, step_difference
 from servesim.engines.sglang.server_args import SGLangConfig
 from servesim.errors import ConfigError, WorkloadError
 
@@ -86,8 +87,6 @@ def _check_request(doc: InputDoc, r: Any, i: int, seen: set) -> None:
 
 
 def check_scenario(scenario: Any, doc: InputDoc) -> dict[str, Any]:
-    from servesim.engines.vllm.conformance import check_scenario_shape
-
     check_scenario_shape(scenario, doc, SCENARIO_KEYS)
     _check_config(doc, scenario["config"])
     reqs = scenario["requests"]
@@ -115,8 +114,6 @@ def load_scenario(path) -> dict[str, Any]:
 def load_trace(path) -> dict[str, Any]:
     """A recorded SGLang trace (gzipped or not); its steps are checked as `first_difference` reads them."""
     from pathlib import Path
-
-    from servesim.engines.vllm.conformance import read_trace_text
 
     path = Path(path)
     trace = parse_json_input(path, read_trace_text(path, TRACE), TRACE, WorkloadError)
@@ -213,16 +210,10 @@ def first_difference(expected: dict[str, Any], actual: dict[str, Any], radix: bo
             return i, "step", e["step"], a["step"]
         if e["forward_mode"] != a["forward_mode"]:
             return i, "forward_mode", e["forward_mode"], a["forward_mode"]
-        es = [{k: x.get(k, 0) for k in keys} for x in e["scheduled"]]
-        as_ = [{k: x.get(k, 0) for k in keys} for x in a["scheduled"]]
-        if es != as_:
-            return i, "scheduled", es, as_
-        for k in STEP_KEYS[1:]:
-            if e[k] != a[k]:
-                return i, k, e[k], a[k]
-    if len(exp) != len(act):
-        return min(len(exp), len(act)), "number of steps", len(exp), len(act)
-    return None
+        diff = step_difference(i, e, a, keys, STEP_KEYS[1:])
+        if diff is not None:
+            return diff
+    return count_difference(exp, act)
 
 
 def compare(scenario: dict[str, Any], expected: dict[str, Any], actual: dict[str, Any]):

@@ -8,9 +8,7 @@ trace file is refused in one line, `FILE:LINE: field: what was expected`.
 
 from __future__ import annotations
 
-import gzip
 import math
-import zlib
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +28,7 @@ from servesim.engine.request import Request
 from servesim.engine.resolve import resolve_config
 from servesim.engine.result import SimResult
 from servesim.engines.config import EngineConfig
+from servesim.engines.conformance import check_scenario_shape, count_difference, read_trace_text, step_difference
 from servesim.errors import ConfigError, WorkloadError
 
 CONFIG_KEYS = (
@@ -121,16 +120,6 @@ def _check_request(doc: InputDoc, r: Any, i: int, seen: dict[str, int], step_dur
                       f"({-(-r['prompt_len'] // bs)} ids)")
 
 
-def check_scenario_shape(scenario: Any, doc: InputDoc, keys) -> None:
-    """A scenario is a JSON object of known keys with 'config' and 'requests' (vLLM's and SGLang's formats)."""
-    if not isinstance(scenario, dict):
-        doc.fail_type((), scenario, "a JSON object with 'config' and 'requests'")
-    check_keys(doc, scenario, (), keys)
-    for key in ("config", "requests"):
-        if key not in scenario:
-            doc.fail((key,), "missing field; expected a scenario with 'config' and 'requests'")
-
-
 def check_scenario(scenario: Any, doc: InputDoc) -> dict[str, Any]:
     """Refuse, with `FILE:LINE: field: what was expected`, anything the scenario format does not allow, and any
     configuration the engine would refuse; return the scenario unchanged."""
@@ -191,17 +180,6 @@ def load_trace(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     text = read_trace_text(path, TRACE)
     return check_trace(parse_json_input(path, text, TRACE, WorkloadError), InputDoc(path, text, WorkloadError))
-
-
-def read_trace_text(path: Path, what: str) -> str:
-    """A recorded trace's text, gunzipped when it is gzipped (one-line errors naming `what` was expected)."""
-    data = read_input_bytes(path, what, WorkloadError)
-    if data[:2] == b"\x1f\x8b":
-        try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError, zlib.error) as exc:
-            raise WorkloadError(f"{path}: not a readable gzip file ({exc}); expected {what}") from None
-    return decode_input(path, data, what, WorkloadError)
 
 
 def scenario_requests(scenario: dict[str, Any]) -> list[Request]:
@@ -279,16 +257,10 @@ def first_difference(expected: dict[str, Any], actual: dict[str, Any]) -> tuple[
         if e["step"] != a["step"]:
             return i, "step", e["step"], a["step"]
         keys = ENTRY_KEYS + (("num_cached_tokens",) if any("num_cached_tokens" in x for x in e["scheduled"]) else ())
-        es = [{k: x.get(k, 0) for k in keys} for x in e["scheduled"]]
-        as_ = [{k: x.get(k, 0) for k in keys} for x in a["scheduled"]]
-        if es != as_:
-            return i, "scheduled", es, as_
-        for k in STEP_KEYS:
-            if e[k] != a[k]:
-                return i, k, e[k], a[k]
-    if len(exp) != len(act):
-        return min(len(exp), len(act)), "number of steps", len(exp), len(act)
-    return None
+        diff = step_difference(i, e, a, keys, STEP_KEYS)
+        if diff is not None:
+            return diff
+    return count_difference(exp, act)
 
 
 def compare(scenario: dict[str, Any], expected: dict[str, Any], actual: dict[str, Any]):
