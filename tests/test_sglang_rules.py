@@ -221,6 +221,20 @@ def test_s9_radix_hits_by_token_dedup_and_evictable():
     assert result.request("b").num_cached_tokens == 10
 
 
+def test_a_page_aligned_truncation_ends_the_batch():
+    """Pages of 4, chunks of 8, mixed: at step 1 a's decode leaves 7 of the chunk budget, b's 8-token prompt is cut
+    to whole pages (4) and becomes the chunked request; the 3 tokens left go to nobody (c, ignore_eos with the radix
+    cache off, would be cut too and replace b as the chunked request). Step 2: b's last 4, then c's first 4."""
+    reqs = [Request("a", 0.0, 8, 2), Request("b", 0.0, 8, 1), Request("c", 0.0, 8, 1, ignore_eos=True)]
+    sg = SGLangConfig(max_total_num_tokens=80, page_size=4, chunked_prefill_size=8, enable_mixed_chunk=True,
+                      disable_radix_cache=True)
+    steps = simulate(reqs, EngineConfig(sglang=sg), "sglang", "unit", check_invariants=True).steps
+    assert [[(e.id, e.num_scheduled_tokens) for e in s.scheduled] for s in steps[:3]] == [
+        [("a", 8)], [("b", 4), ("a", 1)], [("b", 4), ("c", 4)]]
+    assert [s.chunked_request for s in steps[:3]] == [None, "b", "c"]
+    assert [(w.id, w.reason) for w in steps[1].waiting] == [("c", Reason.CHUNK_BUDGET)]
+
+
 def test_s10_kv_per_request():
     # prompt 5, 4 outputs: 5 slots at prefill, one per decode; it holds 5 + 4 - 1 = 8 when it finishes
     _, t = steps(scenario([("a", 0, 5, 4)], max_total_num_tokens=50))

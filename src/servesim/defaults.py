@@ -10,7 +10,7 @@
   applied to the preset. They are refused for the toy cost and for profiles (a calibrated profile's step overhead
   is its own measured host time), except `--async-scheduling`, which the engine honours with any cost (a
   finished request frees its seat one step later).
-- **Engine**: vLLM 0.33's `vllm serve` defaults for the GPU (`servesim.engine.resolve`): `max_num_batched_tokens`
+- **Engine**: vLLM 0.33's `vllm serve` defaults for the GPU (`servesim.engines.config`): `max_num_batched_tokens`
   8192 and `max_num_seqs` 1024 on GPUs with >= 70 GiB that are not A100s, else 2048 and 256; `max_model_len`
   the model's `max_position_embeddings`. The toy and unit costs have no GPU: 2048 and 256, and the longest
   request as `max_model_len`.

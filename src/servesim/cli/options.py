@@ -3,8 +3,8 @@
 `@simulating` adds them to a command's signature and hands the command one `SimOptions`; the command declares
 only its own options. Names are `vllm serve`'s and `vllm bench serve`'s where servesim has the concept
 (`--max-num-seqs`, `--tensor-parallel-size`, `--num-prompts`, `--random-input-len`, ...). Defaults are not
-decided here: an option not given is None, and `servesim.defaults` / `servesim.engine.resolve` fill it, the same
-for the command line and the API.
+decided here: an option not given is None, and `servesim.defaults` and the engine's package (`servesim.engines`)
+fill it, the same for the command line and the API. Each engine's own flags come from its package.
 """
 
 # Annotations stay objects (no `from __future__ import annotations`): typer reads every command's on each
@@ -39,8 +39,15 @@ from servesim.engine.request import Request
 from servesim.engines.config import EngineConfig
 from servesim.errors import ConfigError
 
-Policy = Annotated[str, typer.Option("--policy", "-p",
-                                     help="Scheduling policy: static | continuous | vllm (v1) | vllm-v0.")]
+
+def policy_names() -> str:
+    """Every policy, as `--help` lists them (the registry's engines, in order)."""
+    from servesim.engines.registry import policies
+
+    return " | ".join(policies())
+
+
+Policy = Annotated[str, typer.Option("--policy", "-p", help=f"Scheduling policy: {policy_names()}.")]
 
 
 def _opt(*names: str, help: str) -> Any:

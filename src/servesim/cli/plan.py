@@ -13,7 +13,7 @@ from typing import Annotated, Any
 import typer
 
 from servesim.cli.app import app
-from servesim.cli.options import SimOptions, simulating
+from servesim.cli.options import SimOptions, policy_names, simulating
 from servesim.cli.term import LazyConsole
 from servesim.errors import ConfigError
 
@@ -75,8 +75,8 @@ def preflight(base: SimOptions, first: Any) -> None:
     point_options(base, first).requests()
 
 
-Policies = Annotated[str, typer.Option("--policies", help="Policies to sweep: static | continuous | vllm | "
-                                                          "vllm-v0, comma-separated.")]
+Policies = Annotated[str, typer.Option("--policies", help=f"Policies to sweep: {policy_names()}, "
+                                                          "comma-separated.")]
 Sets = Annotated[list[str] | None, typer.Option("--set", help="An EngineConfig knob's values, e.g. "
                                                 "max_num_seqs=64,256 (SGLang's: sglang.max_running_requests="
                                                 "256,1024); repeat for several knobs.")]

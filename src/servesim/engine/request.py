@@ -126,7 +126,7 @@ class RequestState:
     token_runs: list[int] = field(default_factory=list)
     finish_time: float | None = None
     decoding_since: int = -1  # >= 0: in the engine's decode cohort since that step, fields not yet advanced
-    # prefix caching (`servesim.engine.kv.PrefixCachingKV`): the blocks held, in order; the chained block hashes
+    # prefix caching (`servesim.engines.vllm.kv_cache_manager`): the blocks held, in order; the chained block hashes
     # known so far; the prefix-hit tokens this (re)admission started with (for its step record)
     block_ids: list[int] | None = None  # (None until it holds blocks: a million requests hold no empty lists)
     block_hashes: list | None = None

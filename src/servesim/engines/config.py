@@ -23,7 +23,7 @@ GIB = 1 << 30
 
 @dataclass(frozen=True, slots=True)
 class EngineConfig:
-    # None = vLLM 0.33's `vllm serve` default for the GPU (`servesim.engine.resolve`): with chunked prefill 8192
+    # None = vLLM 0.33's `vllm serve` default for the GPU (`vllm_serve_defaults`): with chunked prefill 8192
     # on GPUs with >= 70 GiB that are not A100s, else 2048; without chunked prefill never less than max_model_len
     max_num_batched_tokens: int | None = None
     max_num_seqs: int | None = None  # None = vLLM's default for the GPU: 1024 where the budget is 8192, else 256
@@ -91,7 +91,7 @@ class EngineConfig:
     def resolved(self, longest_request: int, default_budget: int = DEFAULT_BUDGET,
                  default_max_num_seqs: int = DEFAULT_MAX_NUM_SEQS,
                  default_max_model_len: int | None = None) -> EngineConfig:
-        """Fill the defaults (the GPU's, from `servesim.engine.resolve`; the workload's longest request as
+        """Fill the defaults (the GPU's, from `resolve_shared`; the workload's longest request as
         max_model_len when no model says otherwise), then validate the whole as vLLM does."""
         cfg = self
         if cfg.max_model_len is None:

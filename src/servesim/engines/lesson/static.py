@@ -1,4 +1,5 @@
-"""Request-level (static) batching: a batch forms, runs to completion, and only then does the next one form."""
+"""Request-level (static) batching, as ../shared/spec/lesson.txt describes it: a batch forms, runs to completion,
+and only then does the next one form."""
 
 from __future__ import annotations
 

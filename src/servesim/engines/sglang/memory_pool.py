@@ -1,4 +1,5 @@
-"""SGLang's token-level KV pool (`token_to_kv_pool`), with the radix cache beside it.
+"""SGLang's token-level KV pool (pinned: SGLang 0.5.23, `srt/mem_cache/memory_pool.py`, `token_to_kv_pool`), with
+the radix cache beside it.
 
 `max_total_num_tokens` slots in pages of `page_size` tokens (no null block, unlike vLLM's pool); a request holds
 its own slots (`RequestState.num_blocks`, in pages) plus, with the radix cache, a locked prefix in the tree. The

@@ -1,5 +1,6 @@
-"""SGLang's PrefillAdder for one prefill batch (S2-S4): the token, chunk and memory budgets; the usual admission
-(`add_one`) and the ignore_eos one with the radix cache off (`add_one_ignore_eos`)."""
+"""SGLang's PrefillAdder (pinned: SGLang 0.5.23, `srt/managers/schedule_policy.py`) for one prefill batch (S2-S4):
+the token, chunk and memory budgets; the usual admission (`add_one`) and the ignore_eos one with the radix cache
+off (`add_one_ignore_eos`)."""
 
 from __future__ import annotations
 
@@ -148,6 +149,12 @@ class Adder:
                 raise RuntimeError(f"{s.request_id}: no KV for a prefill SGLang admitted (a servesim bug)")
 
     def _state(self) -> Reason | None:
+        if self.new_chunked is not None:
+            # NOTE: SGLang 0.5.23's budget_state goes on scanning while a page-aligned truncation leaves chunk budget
+            # (page_size > 1), and a second truncated row would replace its new_chunked_req, leaving the first with
+            # half a prompt; one chunked request per batch, as its scheduler keeps one chunked_req
+            self.why = "a chunked request takes the rest of the chunk budget"
+            return Reason.CHUNK_BUDGET
         avail = self.sched.kv.available
         if avail - self.rem_total_offset <= 0 or avail - self.cur_rem_offset <= 0:
             self.why = "memory left after the running requests' reserve is spent"

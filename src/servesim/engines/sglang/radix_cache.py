@@ -1,4 +1,5 @@
-"""SGLang's radix prefix cache: a token-level tree of cached KV, deduplicated on insert, evicted leaf by leaf.
+"""SGLang's radix prefix cache (pinned: SGLang 0.5.23, `srt/mem_cache/radix_cache.py`): a token-level tree of
+cached KV, deduplicated on insert, evicted leaf by leaf.
 
 Unlike vLLM's block cache (`servesim.engines.vllm.block_pool`) a hit is counted in tokens, not full blocks (page 1), and
 the cached tokens are not in the allocator's free count: a finished request's KV moves into the tree, where it is

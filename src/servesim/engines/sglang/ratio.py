@@ -1,6 +1,6 @@
-"""SGLang's new_token_ratio on its way down (S5): one subtraction of the decay per decode step, to a floor; the
-path from the initial ratio made once per scheduler, so that the fast path's decode steps are looked up, not
-subtracted one by one (the same floats)."""
+"""SGLang's new_token_ratio on its way down (pinned: SGLang 0.5.23, `srt/managers/scheduler.py`; S5): one
+subtraction of the decay per decode step, to a floor; the path from the initial ratio made once per scheduler, so
+that the fast path's decode steps are looked up, not subtracted one by one (the same floats)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The waiting queue's order at each prefill attempt (SGLang's `SchedulePolicy.calc_priority`): fcfs keeps it;
+"""The waiting queue's order at each prefill attempt (pinned: SGLang 0.5.23, `srt/managers/schedule_policy.py`,
+`SchedulePolicy.calc_priority`): fcfs keeps it;
 lof puts the longest outputs first; lpm the longest radix match first, a request sharing a prefix with an earlier
 waiting one last; random shuffles it with the scheduler's seeded generator; dfs-weight walks the radix tree,
 heavier subtrees first."""

@@ -1,4 +1,5 @@
-"""SGLang's server arguments that its scheduler reads, under SGLang's own names (`EngineConfig.sglang`).
+"""SGLang's server arguments that its scheduler reads (pinned: SGLang 0.5.23, `srt/server_args.py`), under SGLang's
+own names (`EngineConfig.sglang`).
 
 vLLM's knobs in `EngineConfig` keep their vLLM meaning; under the `sglang` policy those with no SGLang meaning
 are refused (`servesim.engines.sglang.config.resolve_sglang`), never ignored.

@@ -1,7 +1,8 @@
-"""vLLM v1's KV block pool with prefix caching (rules P1-P3 and P6-P8 of ../shared/conformance/round2/README.md).
+"""vLLM v1's KV block pool with prefix caching (pinned: vLLM 0.33.0, `vllm/v1/core/block_pool.py`; rules P1-P3
+and P6-P8 of ../shared/conformance/round2/README.md).
 
 The pool keeps block identities, the cache of full blocks by hash and the free queue in vLLM's order;
-`servesim.engine.kv.PrefixCachingKV` puts it behind the KV interface the policies use, and the `vllm` policy looks
+`kv_cache_manager.PrefixCachingKV` puts it behind the KV interface the policies use, and the `vllm` policy looks
 up hits at (re)admission (P4) with vLLM's admission gate (P9).
 
 - P1 A block's identity is a chain: `block_hash(parent, content)`. Prompts carry their content as one id per

@@ -1,4 +1,5 @@
-"""vLLM v0's default scheduler (chunked prefill off): every step is all prefills or all decodes, prefills first.
+"""vLLM v0's default scheduler (pinned: vLLM v0.5.x, commit 0dce2b29; chunked prefill off): every step is all
+prefills or all decodes, prefills first.
 
 Rules as read in vLLM v0's `vllm/core/scheduler.py` (`Scheduler._schedule_default`, `_schedule_prefills`,
 `_schedule_running`, `_schedule_swapped`, `_preempt`) at commit 0dce2b29 (the v0.5.x line, block manager v1 the
