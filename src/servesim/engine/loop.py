@@ -25,7 +25,7 @@ from servesim.engine.steplog import StepLog
 from servesim.engine.timelines import timelines_from_states
 from servesim.engine.token_runs import LiveSteps
 from servesim.engines.config import EngineConfig
-from servesim.engines.registry import make_scheduler, policy_class
+from servesim.engines.registry import DEFAULT_POLICY, make_scheduler, policy_class
 from servesim.errors import ConfigError
 
 RECORD_LEVELS = ("full", "steps", "summary")
@@ -34,7 +34,7 @@ RECORD_LEVELS = ("full", "steps", "summary")
 def simulate(
     requests: Sequence[Request],
     config: EngineConfig | None = None,
-    policy: str = "vllm",
+    policy: str = DEFAULT_POLICY,
     cost: CostModel | str = "toy",
     record: str = "full",
     check_invariants: bool = False,
@@ -86,9 +86,6 @@ class Engine:
         hashed = any(r.hash_ids for r in requests) if hashed is None else hashed
         prefix = (cfg.enable_prefix_caching and cfg.num_gpu_blocks is not None and policy_class(policy).prefix_caching
                   and hashed)
-        if prefix and cfg.preemption_mode == "swap":
-            raise ConfigError("prefix caching with preemption_mode swap is not modelled (vLLM v1 has no swap): "
-                              "set enable_prefix_caching=false or preemption_mode=recompute")
         self.sched: Scheduler = make_scheduler(policy, cfg, explain=record == "full", prefix_caching=prefix)
         self.kv, self.running = self.sched.kv, self.sched.running
         self.keep_records = record != "summary"  # step records are being written

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from servesim.engine.scheduler import Scheduler
     from servesim.engines.config import EngineConfig
 
+DEFAULT_POLICY = "vllm"  # what `simulate` runs when no policy is named
 PACKAGES = ("lesson", "vllm", "sglang")  # servesim.engines.<package>.engine.ENGINE, in the order `--help` lists them
 
 

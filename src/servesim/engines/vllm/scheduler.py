@@ -14,6 +14,7 @@ from servesim.engine.records import Reason
 from servesim.engine.request import RequestState
 from servesim.engine.scheduler import Scheduler, SchedulerOutput
 from servesim.engines.vllm.kv_cache_manager import PrefixCachingKV
+from servesim.errors import ConfigError
 
 
 class VLLMScheduler(Scheduler):
@@ -21,6 +22,9 @@ class VLLMScheduler(Scheduler):
     prefix_caching = True
 
     def use_prefix_cache(self) -> None:
+        if self.config.preemption_mode == "swap":
+            raise ConfigError("prefix caching with preemption_mode swap is not modelled (vLLM v1 has no swap): "
+                              "set enable_prefix_caching=false or preemption_mode=recompute")
         self.kv = PrefixCachingKV(self.config.block_size, self.config.num_gpu_blocks, track_evictions=self.explain,
                                   async_scheduling=self.config.async_scheduling)
         self.prefix = True
