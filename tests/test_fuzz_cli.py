@@ -63,3 +63,70 @@ def test_hostile_option_values(monkeypatch, capsys, tmp_path, command, options):
 def test_absurd_sizes_are_refused(monkeypatch, capsys, args):
     code, _, err = cli(monkeypatch, capsys, *args)
     assert code == 2 and err.startswith("servesim: error: ") and err.count("\n") == 1, err
+
+
+# every writer, pointed at a hostile target: a result written where it points, or one line and exit 2; what stood
+# there before is never lost or turned into something else
+WRITERS = [["run", "--workload", "seed", "--json"], ["trace", "--workload", "seed", "--json"],
+           ["export", "perfetto", "--workload", "seed", "-o"], ["workload", "generate", "--num-requests", "3"],
+           ["capacity", "--workload", "seed", "--goodput", "ttft:500", "--json"]]
+TARGETS = ["new", "existing", "link", "dangling-link", "link-to-folder", "folder", "file-as-folder",
+           "missing-folder", "fifo", "stdout"]
+
+
+def _target(folder: Path, kind: str) -> tuple[str, Path | None]:
+    """The path to give, and the file that must end up holding the output (None: refused, or stdout)."""
+    import os
+
+    (folder / "sub").mkdir()
+    (folder / "afile").write_text("keep me")
+    made = {"new": folder / "out", "existing": folder / "afile", "link": folder / "sub" / "t",
+            "dangling-link": folder / "sub" / "d"}
+    if kind in ("link", "dangling-link"):
+        (folder / "l").symlink_to(made[kind])
+        if kind == "link":
+            made[kind].write_text("old")
+        return str(folder / "l"), made[kind]
+    if kind == "link-to-folder":
+        (folder / "l").symlink_to(folder / "sub")
+        return str(folder / "l"), None
+    if kind == "fifo":
+        os.mkfifo(folder / "pipe")
+        return str(folder / "pipe"), None
+    path = {"folder": folder / "sub", "file-as-folder": folder / "afile" / "x", "missing-folder": folder / "no" / "x",
+            "stdout": Path("-")}.get(kind, made.get(kind))
+    return str(path), made.get(kind)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(command=st.sampled_from(WRITERS), kind=st.sampled_from(TARGETS))
+def test_hostile_output_targets(monkeypatch, capsys, tmp_path, command, kind):
+    import threading
+
+    folder = Path(tempfile.mkdtemp(dir=tmp_path))
+    path, lands = _target(folder, kind)
+    got: list[bytes] = []
+    if kind == "fifo":  # a reader, as a shell's `<(...)` would be
+        threading.Thread(target=lambda: got.append(Path(path).read_bytes()), daemon=True).start()
+    code, out, err = cli(monkeypatch, capsys, *command, path)
+    assert "Traceback" not in err and code in (0, 2), (command, kind, err)
+    if kind in ("folder", "link-to-folder", "file-as-folder", "missing-folder"):
+        assert code == 2 and err.strip().splitlines()[-1].startswith("servesim: error: "), err
+    else:
+        assert code == 0, err
+    if lands is not None:
+        assert lands.stat().st_size > 0 and lands.read_text() not in ("old", "keep me")
+    if kind in ("link", "dangling-link"):
+        assert Path(path).is_symlink()
+    if kind == "stdout":
+        assert out.strip()
+    if kind == "fifo":
+        import time
+
+        for _ in range(50):
+            if got:
+                break
+            time.sleep(0.05)
+        assert got and got[0]
+    if kind != "existing":
+        assert (folder / "afile").read_text() == "keep me"

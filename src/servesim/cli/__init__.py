@@ -12,6 +12,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 from servesim.cli.app import app  # noqa: E402
 from servesim.errors import ServesimError  # noqa: E402
+from servesim.output import release_stdout  # noqa: E402
 
 # Each module registers its commands on `app`.
 from servesim.cli import analysis, costs, plan, sim, visual, workload  # noqa: E402,F401  isort: skip
@@ -31,6 +32,8 @@ def main() -> None:
                 sys.exit(2)
             _fail(message)
         raise
+    finally:
+        release_stdout()
     sys.exit(code if isinstance(code, int) else 0)
 
 

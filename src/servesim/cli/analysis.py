@@ -19,7 +19,7 @@ from servesim.engines.registry import engine_for
 from servesim.errors import ConfigError
 from servesim.export.json_records import write_json
 from servesim.export.parquet import ParquetRecords
-from servesim.export.paths import check_output_dir, check_output_file
+from servesim.output import check_output_dir, check_output_file
 
 console = LazyConsole(highlight=False, soft_wrap=True)  # compare, explain; run prints plain text
 
@@ -135,7 +135,7 @@ def _print_run(opts: SimOptions, result, cm, ps, names, slos, warmup: float, coo
         data = result_file(result, m, names, cm, opts.request_rate, opts.burstiness, over.overloaded,
                            detailed=save_detailed)
         for path in outputs:
-            write_json(path, data)
+            write_json(path, data, "--json")
             print(f"wrote {path}")
 
 
@@ -160,7 +160,7 @@ def run_cluster(opts: SimOptions, reqs, cfg, policy: str, cm, record: str, ps, n
         print(f"KV transfers: {data['kv_transfer_count']:,}, mean {data['mean_kv_transfer_ms']:.2f} ms, p99 "
               f"{data['p99_kv_transfer_ms']:.2f} ms, link use {data['kv_transfer_link_utilization']:.1%}")
     for path in outputs:
-        write_json(path, {**to_json(m, names), **data, "request_rate": opts.request_rate})
+        write_json(path, {**to_json(m, names), **data, "request_rate": opts.request_rate}, "--json")
         print(f"wrote {path}")
 
 

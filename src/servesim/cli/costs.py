@@ -213,7 +213,7 @@ def calibrate_cmd(
     result file) the engine's host constants are fitted too, from the step rows (or by simulating the file's
     requests), the GPU part taken from the operator rows' fit or the GPU file.
     """
-    from servesim.export.paths import check_output_file
+    from servesim.output import check_output_file
 
     check_output_file(output, "--output")
     flags = {"enforce_eager": enforce_eager, "distributed_executor_backend": distributed_executor_backend,

@@ -4,6 +4,7 @@ highest request rate that meets the SLOs). The work is `servesim.plan`'s; this m
 # Annotations stay objects (no `from __future__ import annotations`): typer reads every command's on each
 # start, and would eval each string (~0.01 s in all).
 
+import io
 import sys
 import time
 from dataclasses import replace
@@ -120,15 +121,15 @@ def sweep_cmd(
     vllm bench serve's metrics, goodput and SLO attainment, OVERLOADED, $ per million output tokens, and the
     Pareto front (TTFT p99, TPOT p99, output throughput per GPU, GPUs = replicas x TP) marked."""
     from servesim.analysis.benchmark import parse_goodput, parse_percentiles
-    from servesim.export.paths import check_output_file
+    from servesim.output import check_output_file, is_stdout
     from servesim.plan.api import run_sweep
     from servesim.plan.executors import make_executor
     from servesim.plan.points import product
     from servesim.plan.prices import parse_gpu_cost
     from servesim.plan.sweep import Measure
 
-    if output is not None and output.suffix not in (".parquet", ".csv", ".json"):
-        raise ConfigError(f"--output {output}: expected a .parquet, .csv or .json file")
+    if output is not None and not is_stdout(output) and output.suffix not in (".parquet", ".csv", ".json"):
+        raise ConfigError(f"--output {output}: expected a .parquet, .csv or .json file (or - for CSV on stdout)")
     if report is not None:
         from servesim.report.figures import require_plotly
 
@@ -141,9 +142,12 @@ def sweep_cmd(
     base, axes = split(opts, policies, sets)
     points = product(axes)
     ex = make_executor(executor, workers, ray_address)
-    if checkpoint is None and outs:
-        checkpoint = outs[0].with_name(outs[0].name + ".partial.jsonl")
+    files = [o for o in outs if not is_stdout(o)]
+    if checkpoint is None and files:
+        checkpoint = files[0].with_name(files[0].name + ".partial.jsonl")
     if checkpoint is not None:
+        if is_stdout(checkpoint):
+            raise ConfigError("--checkpoint -: the checkpoint is a file the sweep reads back (--resume); give a path")
         check_output_file(checkpoint, "--checkpoint")
     preflight(base, points[0])
     t0, finished = time.monotonic(), []
@@ -171,16 +175,19 @@ def write_rows(rows: list[dict], output: Path | None, json_path: Path | None, ax
 
     doc = {"axes": axes.swept(), "goodput": how.goodput, "gpu_cost": how.gpu_cost, "rows": rows}
     if json_path is not None:
-        write_json(json_path, doc)
+        write_json(json_path, doc, "--json")
         print(f"wrote {json_path}")
     if output is not None:
         if output.suffix == ".json":
-            write_json(output, doc)
+            write_json(output, doc, "--output")
         else:
             import polars as pl
 
-            df = pl.DataFrame(rows, infer_schema_length=None)
-            df.write_parquet(output) if output.suffix == ".parquet" else df.write_csv(output)
+            from servesim.output import write_output
+
+            df, buf = pl.DataFrame(rows, infer_schema_length=None), io.BytesIO()
+            df.write_parquet(buf) if output.suffix == ".parquet" else df.write_csv(buf)
+            write_output(output, buf.getvalue(), "--output")
         print(f"wrote {output}")
 
 
@@ -271,7 +278,7 @@ def capacity_cmd(
     (--num-replicas, --prefill-replicas x --decode-replicas lists) are simulated as clusters; --target-rate R
     simulates replicas behind each --router at R, from the even-split estimate, for the fewest GPUs."""
     from servesim.analysis.benchmark import parse_goodput
-    from servesim.export.paths import check_output_file
+    from servesim.output import check_output_file
     from servesim.plan.api import check_no_rate, run_capacity
     from servesim.plan.capacity import Search
     from servesim.plan.executors import make_executor
@@ -298,7 +305,7 @@ def capacity_cmd(
     if json_path is not None:
         from servesim.export.json_records import write_json
 
-        write_json(json_path, found.to_json())
+        write_json(json_path, found.to_json(), "--json")
         print(f"wrote {json_path}")
 
 

@@ -118,7 +118,7 @@ def trace(
     from servesim.cli.analysis import note, rejected_note
     from servesim.cli.render import step_lines
     from servesim.export.json_records import result_to_dict, write_json
-    from servesim.export.paths import check_output_file
+    from servesim.output import check_output_file
 
     if json_path:
         check_output_file(json_path, "--json")
@@ -143,7 +143,7 @@ def trace(
               f"(recompute tax {result.recompute_tax:.1%})")
     print(fill(policy_sentence(result), width))
     if json_path:
-        write_json(json_path, result_to_dict(result))
+        write_json(json_path, result_to_dict(result), "--json")
         print(f"wrote {json_path}")
 
 
@@ -171,7 +171,7 @@ def trace_cluster(opts: SimOptions, cfg: EngineConfig, policy: str, cm, rows: in
             print(fill(policy_sentence(res), width))
         print()
     if json_path:
-        write_json(json_path, c.records_dict())
+        write_json(json_path, c.records_dict(), "--json")
         print(f"wrote {json_path}")
 
 
@@ -204,7 +204,7 @@ def conform(
     """Run a conformance scenario under its engine's policy on a step clock (every step costs 1.0); with
     --expected, exit 0 on an exact match, else print the first differing step side by side and exit 1."""
     from servesim.export.json_records import write_json
-    from servesim.export.paths import check_output_file
+    from servesim.output import check_output_file
 
     spec = _conformance_engine(scenario, policy)
     conf = spec.load("conformance")
@@ -213,7 +213,7 @@ def conform(
     sc = conf.load_scenario(scenario)
     actual = conf.to_trace(sc, conf.run_scenario(sc))
     if out:
-        write_json(out, actual)
+        write_json(out, actual, "--out")
         console.print(f"wrote {out}")
     summary = actual["summary"]
     if expected is None:

@@ -14,7 +14,7 @@ from servesim.cli.options import Policy, SimOptions, simulating
 from servesim.cli.progress import SimProgress
 from servesim.engine import simulate
 from servesim.errors import ConfigError
-from servesim.export.paths import check_output_dir, check_output_file
+from servesim.output import check_output_dir, check_output_file
 
 export_app = typer.Typer(help="Write a run in another tool's format.", no_args_is_help=True)
 app.add_typer(export_app, name="export")

@@ -18,6 +18,7 @@ import typer
 from servesim.cli.app import app
 from servesim.engine.request import Request
 from servesim.errors import WorkloadError
+from servesim.output import check_output_file
 from servesim.workloads.builtin import BUILTIN_WORKLOADS
 from servesim.workloads.formats import ALIASES, FORMATS
 from servesim.workloads.resolve import make_table
@@ -169,6 +170,8 @@ def stats_cmd(
 ) -> None:
     """Count, duration, rate, burstiness and length percentiles of a workload."""
     opts = {k: v for k, v in locals().items() if k not in ("file", "json_out", "plot")}
+    if plot is not None:
+        check_output_file(plot, "--plot")
     table = table_from_options(file, **opts)
     stats = workload_stats(table)
     print(json.dumps(stats, indent=2) if json_out else format_stats(stats, file))
@@ -178,7 +181,8 @@ def stats_cmd(
 
 @workload_app.command("generate")
 def generate_cmd(
-    out: Annotated[Path, typer.Argument(help="CSV to write (servesim format: arrival_time,prompt_len,output_len).")],
+    out: Annotated[Path, typer.Argument(help="CSV to write (servesim format: arrival_time,prompt_len,output_len); "
+                                                   "- for stdout.")],
     workload: WorkloadOpt = "random",
     format: FormatOpt = None,
     columns: ColumnsOpt = None,
@@ -198,6 +202,7 @@ def generate_cmd(
 ) -> None:
     """Write a workload (synthetic, or a trace after transforms) as a servesim CSV any command can load."""
     opts = {k: v for k, v in locals().items() if k != "out"}
+    check_output_file(out, "output")
     table = table_from_options(**opts)
     table.write_csv(out)
     print(f"wrote {len(table):,} requests to {out}", file=sys.stderr)

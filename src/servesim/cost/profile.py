@@ -61,7 +61,9 @@ def save_profile(path: str | Path, data: dict) -> None:
     path = Path(path)
     if path.suffix != ".json":
         raise ConfigError(f"{path}: profiles are written as .json (TOML profiles can be read, not written)")
-    path.write_text(json.dumps(data, indent=2) + "\n")
+    from servesim.output import write_output
+
+    write_output(path, json.dumps(data, indent=2) + "\n", "--output")
 
 
 def load_profile(path: str | Path, tp: int | None = None, model: str | None = None) -> Roofline:

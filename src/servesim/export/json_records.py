@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import asdict, fields
 from enum import Enum
 from pathlib import Path
@@ -12,6 +10,7 @@ from typing import Any
 
 from servesim.engine.records import RequestTimeline, StepRecord
 from servesim.engine.result import SimResult
+from servesim.output import open_output
 
 
 def _plain(value: Any) -> Any:
@@ -51,15 +50,8 @@ def result_to_dict(result: SimResult) -> dict[str, Any]:
     }
 
 
-def write_json(path: str | Path, data: Any) -> None:
-    """Write atomically: a failure never leaves a half-written file over an existing one."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent if str(path.parent) else ".", prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=1)
-            f.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+def write_json(path: str | Path, data: Any, option: str = "output") -> None:
+    """Write where `path` points (`servesim.output`: `-` is stdout, links followed, atomically over a file)."""
+    with open_output(path, option) as f:
+        json.dump(data, f, indent=1)
+        f.write("\n")

@@ -246,8 +246,8 @@ def write_perfetto(path: Path, result, max_events: int | None = MAX_EVENTS) -> T
         trace, summary = cluster_trace_events(result, max_events)
     else:
         trace, summary = trace_events(result, max_events)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as f:
+    from servesim.output import open_output
+
+    with open_output(path, "--output") as f:
         json.dump(trace, f, separators=(",", ":"))
-    tmp.replace(path)
     return summary

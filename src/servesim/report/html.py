@@ -185,8 +185,6 @@ def report_html(views: Sequence[RunView], title: str, meta: str, notes: Sequence
 
 def write_report(path: Path, views: Sequence[RunView], title: str, meta: str, notes: Sequence[str] = ()) -> int:
     """Write the page (renamed into place when complete); its size in bytes."""
-    text = report_html(views, title, meta, notes)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
-    return len(text.encode("utf-8"))
+    from servesim.output import write_output
+
+    return write_output(path, report_html(views, title, meta, notes).encode("utf-8"), "--output")

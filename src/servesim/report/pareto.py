@@ -66,10 +66,9 @@ def write_sweep_report(path: Path, rows: Sequence[dict[str, Any]], axes: Sequenc
             "p99, output throughput per GPU; OVERLOADED points do not compete).</p>"
             f"{fig.to_html(full_html=False, include_plotlyjs=False, div_id='pareto')}"
             f"<table><tr>{head}</tr>{body}</table></body></html>")
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
-    return len(text.encode("utf-8"))
+    from servesim.output import write_output
+
+    return write_output(path, text.encode("utf-8"), "--report")
 
 
 def _cell(v: object) -> str:

@@ -68,8 +68,7 @@ def timeline_png(path: Path, view: RunView, x_range: tuple[float, float], unit: 
     queues.set_xlim(*x_range)
     queues.set_xlabel(f"simulated time ({name})")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    _save(fig, path)
     return path
 
 
@@ -85,8 +84,7 @@ def latency_png(path: Path, views: Sequence[RunView]) -> Path:
     axes[0, 0].legend(fontsize=8)
     fig.suptitle("latency CDFs (vllm bench serve's definitions)")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    _save(fig, path)
     return path
 
 
@@ -99,3 +97,15 @@ def write_pngs(folder: Path, views: Sequence[RunView]) -> list[Path]:
            for i, v in enumerate(views)]
     out.append(latency_png(folder / "latency.png", views))
     return out
+
+
+def _save(fig, path: Path) -> None:
+    """The figure as PNG bytes, written where `path` points (`servesim.output`)."""
+    import io
+
+    from servesim.output import write_output
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=120)
+    _pyplot().close(fig)
+    write_output(path, buf.getvalue(), "--png")

@@ -78,7 +78,7 @@ def plot_workload(table: RequestTable, path: Path, title: str) -> None:
         import matplotlib.pyplot as plt
     except ImportError:
         raise WorkloadError("--plot needs matplotlib: pip install 'servesim[plot]'") from None
-    from servesim.workloads.table import write_atomic
+    from servesim.output import write_output
 
     fig, (ax_t, ax_p, ax_o) = plt.subplots(1, 3, figsize=(15, 4))
     t = table.arrival_time
@@ -103,4 +103,4 @@ def plot_workload(table: RequestTable, path: Path, title: str) -> None:
         raise WorkloadError(f"--plot {path}: {exc}") from None
     finally:
         plt.close(fig)
-    write_atomic(path, buf.getvalue())
+    write_output(path, buf.getvalue(), "--plot")

@@ -133,8 +133,11 @@ class RequestTable:
         return replace(self, notes=(*self.notes, note))
 
     def write_csv(self, path: str | Path) -> None:
-        """Write the canonical format, atomically: a failed write leaves any existing file untouched."""
-        write_atomic(Path(path), self.to_csv_text().encode())
+        """Write the canonical format where `path` points (`servesim.output`: atomically over a file, `-` is
+        stdout): a failed write leaves any existing file untouched."""
+        from servesim.output import write_output
+
+        write_output(path, self.to_csv_text().encode(), "output")
 
     def to_csv_text(self) -> str:
         cols: dict[str, list[object]] = {
@@ -209,14 +212,3 @@ def read_servesim_csv(text: str, name: str) -> RequestTable:
         )
     except ValueError as exc:
         raise WorkloadError(f"{name}: not a valid servesim CSV: {exc}") from None
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write to a temporary file beside `path`, then rename over it: readers never see half a file."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        tmp.write_bytes(data)
-        tmp.replace(path)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise WorkloadError(f"{path}: cannot write: {exc.strerror or exc}") from None
