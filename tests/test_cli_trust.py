@@ -283,3 +283,16 @@ def test_prefix_repetition_dataset(monkeypatch, capsys, tmp_path):
     assert (data["prefix_cache_queries"], data["prefix_cache_hits"]) == (6400, 4608)
     code, _, err = cli(monkeypatch, capsys, "run", "--dataset-name", "prefix_repetition", "--num-prompts", "5")
     assert code == 2 and "--num-prompts (5) must be >= --prefix-repetition-num-prefixes (10)" in err
+
+
+def test_a_full_swap_space_is_said_with_what_happened(monkeypatch, capsys):
+    # the seed with 137 usable blocks preempts once (README); --swap-space 0.001 GiB holds no 2 MiB block
+    code, _, err = cli(monkeypatch, capsys, "trace", "--workload", "seed", "--max-num-batched-tokens", "256",
+                       "--max-num-seqs", "8", "--num-gpu-blocks", "138", "--preemption-mode", "swap",
+                       "--swap-space", "0.001")
+    assert code == 0
+    assert ("note: 1 of 1 preemptions found the CPU swap space full (swap_space 0.001 GiB = 0 blocks of 16 tokens) "
+            "and were recomputed instead") in err
+    code, _, err = cli(monkeypatch, capsys, "trace", "--workload", "seed", "--max-num-batched-tokens", "256",
+                       "--max-num-seqs", "8", "--num-gpu-blocks", "138", "--preemption-mode", "swap")
+    assert code == 0 and "swap space full" not in err  # vLLM's 4 GiB hold 2,048 blocks

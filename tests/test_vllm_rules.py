@@ -140,12 +140,23 @@ def test_swap_moves_kv_over_pcie_and_recomputes_nothing():
     assert r.recompute_tax == 0.0
 
 
-def test_swap_falls_back_to_recompute_when_the_host_pool_is_full():
-    # swap_space counts blocks: B's 2 blocks do not fit a host pool of 1, so B is recomputed (8 prompt + 1 output)
-    r = fcfs_pair(preemption_mode="swap", swap_space=1)
-    (p,) = r.preemptions
-    assert p.mode == "recompute (swap pool full)" and p.tokens_discarded == 8
-    assert tokens(r)[5] == [("B", 9)]
+@pytest.mark.parametrize("host", [{"num_cpu_blocks": 1}, {"swap_space": 1 / 1024}])
+def test_swap_falls_back_to_recompute_when_the_host_pool_is_full(host):
+    # B's 2 blocks do not fit a host pool of 1, so B is recomputed (8 prompt + 1 output). --swap-space is vLLM's
+    # GiB: a block of 4 tokens x 131072 KV bytes is 0.5 MiB, so 1 MiB holds 2 blocks... and 1/1024 GiB = 1 MiB
+    r = fcfs_pair(preemption_mode="swap", **host)
+    assert r.config.num_cpu_blocks == (1 if "num_cpu_blocks" in host else 2)
+    if "num_cpu_blocks" in host:
+        (p,) = r.preemptions
+        assert p.mode == "recompute (swap pool full)" and p.tokens_discarded == 8
+        assert tokens(r)[5] == [("B", 9)]
+    else:  # 2 blocks fit: B is swapped out and back, nothing recomputed
+        assert [p.mode for p in r.preemptions] == ["swap"] and r.recompute_tax == 0.0
+
+
+def test_default_swap_space_is_vllms_4_gib():
+    # 4 GiB / (4 tokens x 131072 bytes) = 8192 blocks
+    assert fcfs_pair(preemption_mode="swap").config.num_cpu_blocks == 8192
 
 
 def test_thrash_is_recorded_when_a_victim_is_preempted_again():

@@ -125,10 +125,10 @@ def workloads(draw):
     reqs_ = [Request(f"r{i}", draw(st.sampled_from([0.0, 0.001, 0.005, 0.02, 0.05])), draw(st.integers(1, 40)),
                      draw(st.integers(1, 30))) for i in range(n)]
     cfg = EngineConfig(max_num_seqs=draw(st.integers(1, 4)), block_size=4,
-                       num_gpu_blocks=draw(st.sampled_from([None, 20, 30, 60])),
-                       watermark=draw(st.sampled_from([0.0, 0.1])),
-                       preemption_mode=draw(st.sampled_from(["recompute", "swap"])),
-                       swap_space=draw(st.sampled_from([None, 8])))
+                       num_gpu_blocks=(blocks := draw(st.sampled_from([None, 20, 30, 60]))),
+                       watermark=draw(st.sampled_from([0.0, 0.1])) if blocks else 0.0,  # (refused with no pool)
+                       preemption_mode=(mode := draw(st.sampled_from(["recompute", "swap"]))),
+                       num_cpu_blocks=draw(st.sampled_from([None, 8])) if mode == "swap" else None)
     return reqs_, cfg
 
 

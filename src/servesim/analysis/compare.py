@@ -43,6 +43,12 @@ def run_policies(requests: Sequence[Request], policies: Sequence[str], config: E
         else:
             if not policy_class(name).chunked and config.max_num_batched_tokens is not None:
                 cfg, _ = replace(cfg, max_num_batched_tokens=None), skipped.append(name)
+        base = EngineConfig()
+        unread = {k: getattr(cfg, k) for k in policy_class(name).unread if getattr(cfg, k) != getattr(base, k)}
+        if unread:  # what the policy never reads is left out of its run, and said
+            cfg = replace(cfg, **{k: getattr(base, k) for k in unread})
+            notes.append(f"{name}: " + ", ".join(f"{k} {v!r}" for k, v in unread.items())
+                         + f" left out ({policy_class(name).unread[next(iter(unread))]})")
         results[name] = simulate(requests, cfg, name, cost)
     if skipped:
         budget = results[skipped[0]].config.max_num_batched_tokens

@@ -37,6 +37,13 @@ def rejected_note(result) -> None:
         engine = engine_for(result.policy).rejecter
         note(f"{which} longer than max_model_len {result.config.max_model_len:,} (prompt + output tokens) failed: "
              f"{engine} rejects {it}, and vllm bench serve counts {it} as failed")
+    full = [p for p in getattr(result, "preemptions", ()) if p.mode == "recompute (swap pool full)"]
+    if full:
+        cfg = result.config
+        note(f"{len(full):,} of {len(result.preemptions):,} preemptions found the CPU swap space full (swap_space "
+             f"{cfg.swap_space:g} GiB = {cfg.num_cpu_blocks:,} blocks of {cfg.block_size} tokens) and were recomputed "
+             "instead (vLLM v0 aborts the engine there: 'Aborted due to the lack of CPU swap space'); raise "
+             "--swap-space")
 
 
 @app.command("run")

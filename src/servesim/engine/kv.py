@@ -22,12 +22,12 @@ class KVCache:
     __slots__ = ("block_size", "usable_blocks", "free_blocks", "host_blocks", "host_free")
     remembers_order = False  # True: the order requests free their blocks in decides what is evicted later
 
-    def __init__(self, block_size: int, num_gpu_blocks: int | None, swap_space: int | None = None) -> None:
+    def __init__(self, block_size: int, num_gpu_blocks: int | None, num_cpu_blocks: int | None = None) -> None:
         self.block_size = block_size
         self.usable_blocks = None if num_gpu_blocks is None else num_gpu_blocks - 1
         self.free_blocks = self.usable_blocks  # None = unlimited
-        self.host_blocks = swap_space  # host pool for swapping, None = unlimited
-        self.host_free = swap_space
+        self.host_blocks = num_cpu_blocks  # host pool for swapping, None = unlimited
+        self.host_free = num_cpu_blocks
 
     @property
     def unlimited(self) -> bool:

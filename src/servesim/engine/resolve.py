@@ -30,10 +30,20 @@ def resolve_config(
     for section in config.sections_given():
         if section != spec.section:
             raise ConfigError(f"the {section} section of the config has no meaning under policy {policy}")
+    _check_unread(config, spec.policies[policy], policy)
     cfg = spec.resolve(config, spec.policies[policy], requests, cost)
     _check_hash_ids(cfg, requests)
     _check_fits(cfg, requests)
     return cfg
+
+
+def _check_unread(config: EngineConfig, scheduler, policy: str) -> None:
+    """A shared knob the policy never reads is refused when given, with the reason (`Scheduler.unread`)."""
+    base = type(config)()
+    for knob, why in scheduler.unread.items():
+        if getattr(config, knob) != getattr(base, knob):
+            raise ConfigError(f"{knob} {getattr(config, knob)!r} has no effect under policy {policy}: {why}; "
+                              "drop it")
 
 
 def _check_ids(requests: Sequence[Request]) -> None:

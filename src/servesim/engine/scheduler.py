@@ -48,11 +48,13 @@ class Scheduler:
     #                        the fast path may make that room itself (`kv.make_room`) and keep its cohort
     chunked_req = None  # a request between prompt chunks outside the running list (SGLang): no stretch meanwhile
     end_step = None  # a policy's hook after each step has run (SGLang inserts prefilled tokens in its radix tree)
+    # shared knobs the policy never reads, and why: refused when given (`engine.resolve`), never silently ignored
+    unread: dict[str, str] = {}
 
     def __init__(self, config: EngineConfig, explain: bool = True) -> None:
         self.config = config
         self.explain = explain  # build the per-request reasons (skipped for summary-only runs)
-        self.kv = KVCache(config.block_size, config.num_gpu_blocks, config.swap_space)
+        self.kv = KVCache(config.block_size, config.num_gpu_blocks, config.num_cpu_blocks)
         self.waiting = make_queue(config.policy)
         self.running: list[RequestState] = []
         self.swapped: deque[RequestState] = deque()

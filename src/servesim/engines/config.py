@@ -39,7 +39,10 @@ class EngineConfig:
     policy: str = "fcfs"  # queue order: fcfs | priority (vLLM's --scheduling-policy)
     async_scheduling: bool = False
     preemption_mode: str = "recompute"  # recompute | swap
-    swap_space: int | None = None  # host pool in blocks (swap mode); None = unlimited
+    # vLLM's --swap-space: GiB of CPU memory per GPU for swapped-out KV (vLLM's default 4); the host pool holds
+    # swap_space x 2^30 // (block_size x kv_bytes_per_token) blocks (`num_cpu_blocks`, filled when resolved)
+    swap_space: float = 4.0
+    num_cpu_blocks: int | None = None  # the host pool in blocks; None = from swap_space
     kv_bytes_per_token: int = 131072  # 2 x 32 layers x 8 kv heads x 128 head_dim x 2 bytes (Llama-3-8B)
     pcie_bandwidth: float = 32e9  # bytes/s, host <-> GPU for swapping (PCIe 4.0 x16)
     gpu_memory_utilization: float = 0.9  # share of GPU memory vLLM may use, when KV is derived from a cost model
@@ -61,13 +64,13 @@ class EngineConfig:
         if self.num_gpu_blocks is not None and self.num_gpu_blocks < 2:
             raise ConfigError(f"num_gpu_blocks must be >= 2 (one block is reserved), got {self.num_gpu_blocks}")
         _non_negative("long_prefill_token_threshold", self.long_prefill_token_threshold)
-        if self.swap_space is not None:
-            _non_negative("swap_space", self.swap_space)
+        if self.num_cpu_blocks is not None:
+            _non_negative("num_cpu_blocks", self.num_cpu_blocks)
         for name in ("enable_chunked_prefill", "scheduler_reserve_full_isl", "async_scheduling",
                      "enable_prefix_caching"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name} must be true or false, got {getattr(self, name)!r}")
-        for name in ("watermark", "pcie_bandwidth", "gpu_memory_utilization"):
+        for name in ("watermark", "pcie_bandwidth", "gpu_memory_utilization", "swap_space"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
                 raise ConfigError(f"{name} must be a finite number, got {value!r}")
@@ -81,6 +84,8 @@ class EngineConfig:
             )
         if not 0.0 < self.gpu_memory_utilization <= 1.0:
             raise ConfigError(f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}")
+        if not 0 <= self.swap_space <= 2**20:
+            raise ConfigError(f"swap_space must be GiB of CPU memory from 0 to 1048576, got {self.swap_space}")
         if self.pcie_bandwidth <= 0:
             raise ConfigError(f"pcie_bandwidth must be > 0 bytes/s, got {self.pcie_bandwidth}")
         _positive("kv_bytes_per_token", self.kv_bytes_per_token)
@@ -187,4 +192,7 @@ def resolve_shared(config: EngineConfig, chunked: bool, requests: Sequence[Reque
     longest = max((r.prompt_len + r.output_len for r in requests), default=1)
     cfg = config.resolved(longest, budget, max_num_seqs, model_len)
     kv_bytes = getattr(cost, "kv_bytes_per_token", None)
+    if kv_bytes and config.kv_bytes_per_token not in (EngineConfig().kv_bytes_per_token, kv_bytes):
+        raise ConfigError(f"kv_bytes_per_token {config.kv_bytes_per_token}: the {getattr(cost, 'name', 'cost')} "
+                          f"cost's model has {kv_bytes} KV bytes per token, which the run uses; drop it")
     return replace(cfg, kv_bytes_per_token=kv_bytes) if kv_bytes else cfg

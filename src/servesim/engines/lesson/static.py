@@ -12,6 +12,13 @@ class StaticScheduler(Scheduler):
     name = "static"
     chunked = False
     reserves_lifetime_kv = True
+    unread = {
+        "long_prefill_token_threshold": "static batching never splits a prompt",
+        "watermark": "static batching reserves each request's whole length when it joins a batch",
+        "enable_prefix_caching": "static batching keeps no prefix cache",
+        **dict.fromkeys(("preemption_mode", "swap_space", "num_cpu_blocks", "pcie_bandwidth", "kv_bytes_per_token"),
+                        "static batching never preempts (each request holds KV for its whole length)"),
+    }
 
     def schedule(self, num_decoding_ahead: int = 0) -> SchedulerOutput:
         self.out = out = SchedulerOutput()

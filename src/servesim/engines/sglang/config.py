@@ -33,7 +33,11 @@ VLLM_ONLY = {  # vLLM knobs with no meaning under SGLang's scheduler, and what t
     "max_num_batched_tokens": "sglang.chunked_prefill_size / max_prefill_tokens",
     "max_num_seqs": "sglang.max_running_requests", "num_gpu_blocks": "sglang.max_total_num_tokens",
     "long_prefill_token_threshold": "sglang.chunked_prefill_size", "watermark": None,
-    "async_scheduling": None, "swap_space": None,
+    "async_scheduling": None, "swap_space": None, "num_cpu_blocks": None, "pcie_bandwidth": None,
+    "kv_bytes_per_token": "a roofline cost (--model), whose model sizes the token pool",
+    "gpu_memory_utilization": "sglang.mem_fraction_static (--mem-fraction-static: (weights + KV pool) / GPU memory)",
+    "block_size": "sglang.page_size (--page-size)",
+    "enable_prefix_caching": "sglang.disable_radix_cache (--disable-radix-cache)",
 }
 
 
@@ -94,7 +98,9 @@ def from_vllm_sizes(cfg, sg: SGLangConfig | None = None) -> tuple[object, list[s
     """vLLM's sizes given as SGLang's, to run one workload through both at the same sizes (`compare --policies
     vllm,sglang`, the lesson's settings): the token budget as `chunked_prefill_size`, `max_num_seqs` as
     `max_running_requests`, the KV pool as `max_total_num_tokens` ((num_gpu_blocks - 1 null block) x
-    block_size). A size the `sglang` section sets keeps its value. Returns the config with the vLLM knobs at their
+    block_size), the block size as `page_size`, prefix caching off as `disable_radix_cache`;
+    `gpu_memory_utilization` has no SGLang counterpart and is dropped, with a note. A size the `sglang` section
+    sets keeps its value. Returns the config with the vLLM knobs at their
     defaults and the section filled, and what was carried over (for a note). The budget is not the same thing (vLLM
     counts decodes in it, SGLang's chunk is prompt tokens only): the note says so."""
     base, sg = EngineConfig(), sg or cfg.sglang or SGLangConfig()
@@ -102,7 +108,13 @@ def from_vllm_sizes(cfg, sg: SGLangConfig | None = None) -> tuple[object, list[s
     carried, moved = {}, []
     pairs = (("max_num_batched_tokens", "chunked_prefill_size", lambda v: v),
              ("max_num_seqs", "max_running_requests", lambda v: v),
-             ("num_gpu_blocks", "max_total_num_tokens", lambda v: (v - 1) * cfg.block_size))
+             ("num_gpu_blocks", "max_total_num_tokens", lambda v: (v - 1) * cfg.block_size),
+             ("enable_prefix_caching", "disable_radix_cache", lambda v: not v),
+             ("block_size", "page_size", lambda v: v))  # (last: the pool's conversion reads the block size)
+    if cfg.gpu_memory_utilization != base.gpu_memory_utilization:
+        moved.append(f"gpu_memory_utilization {cfg.gpu_memory_utilization} not carried (SGLang takes "
+                     "mem_fraction_static: (weights + KV pool) / GPU memory)")
+        cfg = replace(cfg, gpu_memory_utilization=base.gpu_memory_utilization)
     for vllm, sgl, convert in pairs:
         value = getattr(cfg, vllm)
         if value == getattr(base, vllm):

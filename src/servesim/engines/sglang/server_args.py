@@ -46,6 +46,10 @@ class SGLangConfig:
         for name in ("max_total_num_tokens", "chunked_prefill_size"):
             if getattr(self, name) is not None:
                 _int(name, getattr(self, name), 1)
+        if self.chunked_prefill_size is not None and self.chunked_prefill_size < self.page_size:
+            raise ConfigError(f"sglang.chunked_prefill_size {self.chunked_prefill_size} is smaller than "
+                              f"sglang.page_size {self.page_size}: a chunk must hold a whole page (SGLang refuses it "
+                              "at start-up)")
         if self.schedule_policy not in SCHEDULE_POLICIES:
             raise ConfigError(f"sglang.schedule_policy {self.schedule_policy!r}: expected one of "
                               f"{', '.join(SCHEDULE_POLICIES)}")

@@ -11,7 +11,8 @@ from typing import Any
 
 from servesim.engine.request import Request
 from servesim.engine.scheduler import Scheduler
-from servesim.engines.config import EngineConfig, resolve_shared
+from servesim.engines.config import GIB, EngineConfig, resolve_shared
+from servesim.errors import ConfigError
 
 BLOCK_SIZES = (1, 8, 16, 32, 64, 128)  # vLLM 0.33's --block-size choices (CUDA)
 
@@ -20,8 +21,29 @@ def resolve(config: EngineConfig, scheduler: type[Scheduler], requests: Sequence
     """The shared defaults, then `num_gpu_blocks` derived by a cost model that knows the model and GPU, as vLLM
     sizes its pool: (GPU memory x gpu_memory_utilization - weights - activations at the budget) / block bytes."""
     cfg = resolve_shared(config, scheduler.chunked, requests, cost)
+    cfg = _swap(cfg)
     derive = getattr(cost, "num_gpu_blocks", None)
+    if cfg.gpu_memory_utilization != EngineConfig().gpu_memory_utilization:
+        if not callable(derive):
+            raise ConfigError(f"gpu_memory_utilization {cfg.gpu_memory_utilization}: it sizes the KV pool from GPU "
+                              f"memory, and the {getattr(cost, 'name', cost)} cost knows no GPU; use a roofline "
+                              "(--model/--gpu) or give num_gpu_blocks")
+        if cfg.num_gpu_blocks is not None:
+            raise ConfigError("give one of num_gpu_blocks and gpu_memory_utilization: the pool's size, or the share "
+                              "of GPU memory it comes from")
     if cfg.num_gpu_blocks is None and callable(derive):
         cfg = replace(cfg, num_gpu_blocks=derive(cfg.block_size, cfg.gpu_memory_utilization,
                                                  cfg.max_num_batched_tokens, cfg.max_num_seqs))
+    if cfg.watermark and cfg.num_gpu_blocks is None:
+        raise ConfigError(f"watermark {cfg.watermark}: it keeps a share of num_gpu_blocks free, and the KV pool is "
+                          "unlimited (this cost knows no GPU); give num_gpu_blocks or use a roofline (--model/--gpu)")
     return cfg
+
+
+
+def _swap(cfg: EngineConfig) -> EngineConfig:
+    """The host pool for swap preemption, in blocks: vLLM's --swap-space GiB over the bytes of one block of KV
+    (`CacheConfig.num_cpu_blocks`), unless given."""
+    if cfg.num_cpu_blocks is not None:
+        return cfg
+    return replace(cfg, num_cpu_blocks=int(cfg.swap_space * GIB // (cfg.block_size * cfg.kv_bytes_per_token)))

@@ -46,8 +46,8 @@ class VLLMFlags:
     scheduling_policy: Annotated[str, _opt("--scheduling-policy", help="Queue order: fcfs | priority.")] = "fcfs"
     preemption_mode: Annotated[str, _opt("--preemption-mode", help="recompute (vLLM v1) | swap (vLLM "
                                                                    "v0).")] = "recompute"
-    swap_space: Annotated[int | None, _opt("--swap-space", help="Host pool for swapping, in blocks. Default: "
-                                                                "unlimited.")] = None
+    swap_space: Annotated[float, _opt("--swap-space", help="CPU swap space per GPU in GiB (--preemption-mode "
+                                                            "swap): blocks of block_size x KV bytes per token.")] = 4.0
     kv_bytes_per_token: Annotated[int | None, _opt("--kv-bytes-per-token", help="KV bytes per token (swap "
                                                    "traffic). Default: the model's; 131072 (Llama-3-8B) with the "
                                                    "toy cost.")] = None
