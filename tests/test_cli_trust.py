@@ -296,3 +296,39 @@ def test_a_full_swap_space_is_said_with_what_happened(monkeypatch, capsys):
     code, _, err = cli(monkeypatch, capsys, "trace", "--workload", "seed", "--max-num-batched-tokens", "256",
                        "--max-num-seqs", "8", "--num-gpu-blocks", "138", "--preemption-mode", "swap")
     assert code == 0 and "swap space full" not in err  # vLLM's 4 GiB hold 2,048 blocks
+
+
+# -- unbounded work is refused up front, naming the limit ------------------------------------------------------------
+
+def test_an_unreachable_ray_address_is_refused_in_seconds(monkeypatch, capsys):
+    pytest.importorskip("ray")
+    import socket
+
+    with socket.socket() as s:  # a loopback port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    code, _, err = cli(monkeypatch, capsys, "sweep", "--workload", "seed", "--cost", "toy", "--executor", "ray",
+                       "--ray-address", f"127.0.0.1:{port}")
+    assert code == 2 and err == (f"servesim: error: --ray-address 127.0.0.1:{port}: no Ray cluster answers at "
+                                 f"127.0.0.1:{port} (Connection refused); start one there (ray start --head) or drop "
+                                 "--ray-address\n")
+
+
+def test_replicas_past_the_limit_are_refused(monkeypatch, capsys):
+    code, _, err = cli(monkeypatch, capsys, "run", "--workload", "seed", "--num-replicas", "100000")
+    assert code == 2 and "100,000 replicas: servesim simulates at most 4,096" in err
+
+
+def test_a_target_rate_past_the_replica_limit_is_refused(monkeypatch, capsys):
+    # the seed's capacity search reaches --max-rate (10,000 req/s) on one replica: 1e9 needs 100,000 of them
+    code, _, err = cli(monkeypatch, capsys, "capacity", "--workload", "seed", "--goodput", "ttft:500",
+                       "--target-rate", "1e9")
+    assert code == 2 and "so about 100,000 replicas; servesim simulates at most 4,096" in err
+
+
+def test_a_sweep_past_the_point_limit_is_refused(monkeypatch, capsys):
+    rates = ",".join(str(r) for r in range(1, 401))  # 400 x 300 = 120,000 points
+    seqs = ",".join(str(s) for s in range(1, 301))
+    code, _, err = cli(monkeypatch, capsys, "sweep", "--workload", "seed", "--cost", "toy", "--request-rate", rates,
+                       "--set", f"max_num_seqs={seqs}")
+    assert code == 2 and "120,000 points: a sweep takes at most 100,000" in err

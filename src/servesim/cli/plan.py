@@ -141,7 +141,13 @@ def sweep_cmd(
     how = Measure(parse_goodput(goodput or []), parse_percentiles(percentiles), parse_gpu_cost(gpu_cost))
     base, axes = split(opts, policies, sets)
     points = product(axes)
+    if len(points) > MAX_POINTS:
+        raise ConfigError(f"{len(points):,} points: a sweep takes at most {MAX_POINTS:,}; narrow an axis or split the "
+                          "sweep (--resume joins the parts)")
     ex = make_executor(executor, workers, ray_address)
+    if len(points) > LONG_SWEEP:
+        print(f"servesim: note: {len(points):,} points on {getattr(ex, 'workers', None) or 'the'} workers; the bar "
+              "shows the time left once the first points are done (interrupt keeps them: --resume)", file=sys.stderr)
     files = [o for o in outs if not is_stdout(o)]
     if checkpoint is None and files:
         checkpoint = files[0].with_name(files[0].name + ".partial.jsonl")
@@ -219,6 +225,10 @@ def print_sweep(rows: list[dict], axes: Any, workload: str, wall_s: float) -> No
     print(f"servesim: note: {len(rows)} points in {wall_s:.1f} s wall time", file=sys.stderr)
 
 
+MAX_POINTS = 100_000  # points one sweep may have (the table and checkpoint are held whole)
+LONG_SWEEP = 100  # past this many points, the work is said before it starts
+
+
 class PointsProgress:
     """A rich progress bar over points on standard error, shown once a sweep has run ~2 s (as `SimProgress`)."""
 
@@ -234,10 +244,18 @@ class PointsProgress:
             if time.monotonic() - self._t0 < SHOW_AFTER_S or self.done >= self.total:
                 return
             from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
 
             self._bar = Progress(TextColumn(self.label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                                 console=Console(stderr=True), transient=True)
+                                 TextColumn("left"), TimeRemainingColumn(), console=Console(stderr=True),
+                                 transient=True)
             self._bar.start()
             self._task = self._bar.add_task(self.label, total=self.total)
         self._bar.update(self._task, completed=self.done)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from servesim.cluster.pd import Link, check_link
-from servesim.cluster.replicas import ROLES, Cluster, Pool, make_replica
+from servesim.cluster.replicas import MAX_REPLICAS, ROLES, Cluster, Pool, make_replica
 from servesim.cluster.result import ClusterResult, cluster_timelines
 from servesim.cluster.routers import ROUTERS, make_router
 from servesim.cost import CostModel, get_cost_model
@@ -65,6 +65,9 @@ def simulate_cluster(
             raise ConfigError(f"pool role {p.role!r}: expected one of {', '.join(ROLES)}")
         if isinstance(p.count, bool) or not isinstance(p.count, int) or p.count < 1:
             raise ConfigError(f"pool of {p.role} replicas: count {p.count!r}; expected an integer >= 1")
+    if sum(p.count for p in pools) > MAX_REPLICAS:
+        raise ConfigError(f"{sum(p.count for p in pools):,} replicas: servesim simulates at most {MAX_REPLICAS:,} "
+                          "(each is an engine in this process); simulate one replica at its share of the rate")
     disaggregated = roles & {"prefill", "decode"}
     if disaggregated and roles != {"prefill", "decode"}:
         raise ConfigError("a disaggregated cluster has prefill and decode pools only "

@@ -28,6 +28,9 @@ from servesim.engines.config import EngineConfig
 ROLES = ("both", "prefill", "decode")
 
 
+MAX_REPLICAS = 4096  # replicas one cluster may have: each is an engine in this process
+
+
 @dataclass(frozen=True, slots=True)
 class Pool:
     """`count` identical replicas: one engine config, policy and cost model. A heterogeneous cluster is several

@@ -62,6 +62,8 @@ class RayExecutor:
         self.workers = workers
         if workers is not None and workers < 1:
             raise ConfigError(f"--workers {workers}: expected at least 1 worker")
+        if address is not None and address not in ("auto", "local"):
+            _probe(address)
 
     def run(self, fn: Callable[[Any], Any], tasks: Sequence[Any]) -> Iterator[tuple[int, Any]]:
         import ray
@@ -83,6 +85,31 @@ class RayExecutor:
         finally:
             if started:
                 ray.shutdown()
+
+
+PROBE_S = 3.0  # how long a Ray address may take to answer before it is refused (ray.init retries for minutes)
+
+
+def _probe(address: str) -> None:
+    """A TCP connection to the Ray cluster's head, before `ray.init` would retry it for minutes: refused in
+    seconds, naming the address. `ray://host[:10001]` is Ray Client's; `host[:6379]` the head's GCS."""
+    import socket
+
+    client = address.startswith("ray://")
+    hostport = address.removeprefix("ray://")
+    host, sep, port = hostport.rpartition(":")
+    if not sep:
+        host, port = hostport, "10001" if client else "6379"
+    try:
+        number = int(port)
+    except ValueError:
+        raise ConfigError(f"--ray-address {address}: expected HOST:PORT, ray://HOST:PORT or auto") from None
+    try:
+        socket.create_connection((host.strip("[]"), number), timeout=PROBE_S).close()
+    except OSError as exc:
+        why = f"no answer in {PROBE_S:g} s" if isinstance(exc, TimeoutError) else exc.strerror or str(exc)
+        raise ConfigError(f"--ray-address {address}: no Ray cluster answers at {host}:{number} ({why}); start one "
+                          "there (ray start --head) or drop --ray-address") from None
 
 
 def _unwrap(ray: Any, ref: Any) -> Any:
