@@ -1,10 +1,12 @@
 """Capacity: the highest request rate at which at least P % of requests meet the SLOs, per configuration.
 
-The search: arrivals are `vllm bench serve`'s process at the rate being tried (Poisson by default, the workload's
-`--burstiness` otherwise) with the sweep's fixed seed, so each rate is one deterministic simulation and the same
-seed always gives the same answer. Bracketing doubles the rate from `start_rate` while it passes (or halves it
-while it fails), then bisection narrows [passing, failing] until the failing rate is within `tolerance` (relative)
-of the passing one. The answer is the highest passing rate tried: the true boundary lies in
+A rate passes when at least `attainment` % of its requests meet the SLOs AND its run is not overloaded
+(`analysis.overload`): an overloaded run's attainment measures how long it lasted, so it never passes, whatever
+its attainment. The search: arrivals are `vllm bench serve`'s process at the rate being tried (Poisson by default,
+the workload's `--burstiness` otherwise) with the sweep's fixed seed, so each rate is one deterministic simulation
+and the same seed always gives the same answer. Bracketing doubles the rate from `start_rate` while it passes (or
+halves it while it fails), then bisection narrows [passing, failing] until the failing rate is within `tolerance`
+(relative) of the passing one. The answer is the highest passing rate tried: the true boundary lies in
 [max_request_rate, max_request_rate x (1 + tolerance)], provided attainment falls as the rate rises (at a fixed
 seed a higher rate is the same arrivals squeezed in time, which in practice it does).
 
@@ -76,7 +78,7 @@ def search_config(task: CapacityTask) -> dict[str, Any]:
         point = replace(alone, request_rate=rate)
         result, cost = simulate_point(task.base, point)
         row = measure(point, result, cost, task.measure)
-        ok = row["slo_attainment"] >= s.attainment
+        ok = row["slo_attainment"] >= s.attainment and not row["overloaded"]  # overloaded: SLOs measure its length
         if not config:  # the configuration's columns: the row's, before the metrics, less the offered load
             keys = list(row)[:list(row).index("duration")]
             config.update({k: row[k] for k in keys if k not in ("request_rate", "rate_scale")})

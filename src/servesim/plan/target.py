@@ -10,7 +10,8 @@ from the even-split estimate N0:
   first that fails (or 1): a loose estimate (ceil(R / c) at 100 % attainment under Poisson arrivals can be
   hundreds of times too many) costs a few runs, the largest first;
 - N0 fails: try 2 N0, 4 N0, ... up to the first that passes (at most MAX_REPLICAS);
-then bisect on the replica count between the failing and the passing one. The answer is the fewest replicas
+then bisect on the replica count between the failing and the passing one. A count passes when the SLOs are met
+and no replica's run is overloaded (as `capacity.search_config`'s rates). The answer is the fewest replicas
 that passed, provided attainment does not fall as replicas are added (each replica's share of R only shrinks).
 Over the configurations the answer is the fewest GPUs (replicas x TP); ties: the higher single-replica capacity
 per GPU, then sweep order.
@@ -49,7 +50,7 @@ def search_replicas(task: TargetTask) -> dict[str, Any]:
             point = replace(task.point, layout=str(n), request_rate=task.target_rate)
             result, cost = simulate_point(task.base, point)
             row = measure(point, result, cost, task.measure)
-            seen[n] = row["slo_attainment"] >= task.search.attainment
+            seen[n] = row["slo_attainment"] >= task.search.attainment and not row["overloaded"]
             tried.append({"num_replicas": n, "num_gpus": row["num_gpus"], "router": row["router"],
                           "slo_attainment": row["slo_attainment"], "passed": seen[n], "overloaded": row["overloaded"],
                           "p99_ttft_ms": row["p99_ttft_ms"], "p99_tpot_ms": row["p99_tpot_ms"]})
