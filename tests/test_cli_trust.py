@@ -332,3 +332,57 @@ def test_a_sweep_past_the_point_limit_is_refused(monkeypatch, capsys):
     code, _, err = cli(monkeypatch, capsys, "sweep", "--workload", "seed", "--cost", "toy", "--request-rate", rates,
                        "--set", f"max_num_seqs={seqs}")
     assert code == 2 and "120,000 points: a sweep takes at most 100,000" in err
+
+
+# -- the small ones (issue 24, Low) ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("args, words", [
+    (["--router", "least-loaded"], "--router shapes a cluster's routing: add --num-replicas N"),
+    (["--router-delay-ms", "5"], "--router-delay-ms shapes a cluster's routing: add --num-replicas N"),
+    (["--num-replicas", "2", "--router-delay-ms", "-1"], "--router-delay-ms -1: expected a finite number of ms >= 0"),
+    (["--num-replicas", "2", "--router", "weighted:"], "--router weighted:: expected NAME=WEIGHT pairs"),
+])
+def test_cluster_options_need_a_cluster_and_their_own_units(monkeypatch, capsys, args, words):
+    code, _, err = cli(monkeypatch, capsys, "run", "--workload", "seed", *args)
+    assert code == 2 and words in err and err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize("args", [["sweep", "--request-rate", "1,,2"], ["compare", "--set", "max_num_seqs=2,,4"],
+                                  ["sweep", "--request-rate", "1,2,"]])
+def test_an_empty_list_item_is_refused_not_dropped(monkeypatch, capsys, args):
+    code, _, err = cli(monkeypatch, capsys, *args[:1], "--workload", "seed", "--cost", "toy", *args[1:])
+    assert code == 2 and "an empty item; expected comma-separated values" in err
+
+
+def test_a_cluster_result_file_counts_prompts_and_steps(monkeypatch, capsys, tmp_path):
+    code, _, _ = cli(monkeypatch, capsys, "run", "--workload", "seed", "--num-replicas", "2", "--json",
+                     str(tmp_path / "c.json"))
+    data = json.loads((tmp_path / "c.json").read_text())
+    assert code == 0 and data["num_prompts"] == 5
+    assert data["num_steps"] == sum(r["steps"] for r in data["replicas"]) > 0  # every replica's steps
+
+
+def test_sweep_and_capacity_say_which_rates_replace_the_arrivals(monkeypatch, capsys):
+    _, _, err = cli(monkeypatch, capsys, "sweep", "--workload", "seed", "--cost", "toy", "--request-rate", "1,2")
+    assert "arrival times replaced: each point's --request-rate (1, 2), --burstiness 1" in err
+    _, _, err = cli(monkeypatch, capsys, "capacity", "--workload", "seed", "--goodput", "ttft:500")
+    assert "arrival times replaced: the rates capacity tries (from --start-rate 1, Poisson at --seed 0)" in err
+    assert "--request-rate 1," not in err and "1 configuration in" in err
+
+
+def test_an_engine_preset_that_prices_as_the_default_says_so(monkeypatch, capsys, tmp_path):
+    # trtllm's host model at TP 1 is vllm-0.33's (docs/cost-models.md): the same numbers, and a note that says why
+    runs = {}
+    for engine in ("trtllm", "vllm-0.33", "vllm-0.2"):
+        code, _, err = cli(monkeypatch, capsys, "run", "--workload", "azure-conv-sample", "--num-prompts", "50",
+                           "--engine", engine, "--json", str(tmp_path / f"{engine}.json"))
+        runs[engine] = (json.loads((tmp_path / f"{engine}.json").read_text())["duration"], err)
+    assert runs["trtllm"][0] == runs["vllm-0.33"][0] != runs["vllm-0.2"][0]
+    assert "--engine trtllm: at TP 1 its host model is vllm-0.33's" in runs["trtllm"][1]
+    assert "note: --engine" not in runs["vllm-0.33"][1] + runs["vllm-0.2"][1]
+
+
+def test_calibrate_refuses_tp_0(monkeypatch, capsys, tmp_path):
+    code, _, err = cli(monkeypatch, capsys, "calibrate", str(tmp_path / "m.csv"), "--model", "llama-2-7b", "--gpu",
+                       "a100", "--tp", "0")
+    assert code == 2 and err == "servesim: error: --tp 0: expected a tensor-parallel size >= 1\n"

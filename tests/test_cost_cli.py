@@ -95,3 +95,18 @@ def test_calibrated_profile_drives_run_and_trace(monkeypatch, capsys, tmp_path):
     assert code == 0, err
     steps = json.loads((tmp_path / "t.json").read_text())["steps"]
     assert len(steps) == len(reference.steps)
+
+
+def test_a_poor_fit_is_written_with_a_warning(monkeypatch, capsys, tmp_path):
+    # times that no roofline can follow (each size alternately x1 and x1000 the truth): the held-out half misses
+    pytest.importorskip("scipy")
+    truth = Roofline("llama-2-7b", "a100", 1)
+    lines = ["operator,tp,num_tokens,size_bytes,decodes,context,prefill,time_ms"]
+    for i, n in enumerate((1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048)):
+        t = {o.name: o.seconds / 32 for o in truth.breakdown(StepShape.of(prefills=[(n, 0)]))}["gate_up_proj"]
+        lines.append(f"gate_up_proj,1,{n},,,,,{t * 1e3 * (1000 if i % 2 else 1)}")
+    (tmp_path / "m.csv").write_text("\n".join(lines) + "\n")
+    code, out, err = cli(monkeypatch, capsys, "calibrate", str(tmp_path / "m.csv"), "--model", "llama-2-7b",
+                         "--gpu", "a100-80gb", "--output", str(tmp_path / "fit.json"))
+    assert code == 0 and (tmp_path / "fit.json").exists()
+    assert "servesim: warning: held-out error" in err and "the profile predicts them poorly" in err

@@ -11,3 +11,10 @@ class ConfigError(ServesimError, ValueError):
 
 class WorkloadError(ServesimError, ValueError):
     """A workload file or specification that cannot be read. The message names file, line, column, value."""
+
+
+class UnknownRequest(ServesimError, KeyError):
+    """A request id that is not in the run (a KeyError too, as a mapping's lookup would raise)."""
+
+    def __str__(self) -> str:  # KeyError's own would quote the whole message
+        return str(self.args[0])

@@ -27,7 +27,7 @@ from servesim.engine import simulate
 from servesim.engine.request import Request
 from servesim.engine.result import SimResult
 from servesim.engines.config import EngineConfig
-from servesim.errors import ServesimError
+from servesim.errors import ConfigError, ServesimError
 
 
 def _polars() -> Any:
@@ -65,6 +65,7 @@ class Run:
         from servesim.workloads import load_workload
 
         toy = {k: config.pop(k) for k in ("decode_ms", "prefill_token_ms", "overhead_ms") if k in config}
+        _check_keywords(config)
         cm = build_cost(cost, workload, model=model, gpu=gpu, tp=tp, **toy)
         config = lesson_settings(workload, policy_class(policy).chunked) | config
         reqs = load_workload(workload) if isinstance(workload, str) else list(workload)
@@ -192,3 +193,16 @@ class Run:
         return (f"<div><p><b>servesim run</b>: policy {html.escape(self.result.policy)}, cost "
                 f"{html.escape(self.result.cost_model)}, {self.num_steps} steps</p>{warn}"
                 f"<table><tr><th>metric</th><th>value</th></tr>{rows}</table></div>")
+
+
+def _check_keywords(config: dict[str, Any]) -> None:
+    """A keyword `Run.simulate` does not know is refused with the nearest it does (an EngineConfig field, a toy
+    cost option)."""
+    import difflib
+
+    known = (*EngineConfig.field_names(), "decode_ms", "prefill_token_ms", "overhead_ms")
+    for name in config:
+        if name not in known:
+            near = difflib.get_close_matches(name, known, n=1)
+            hint = f"; did you mean {near[0]}?" if near else "; expected an EngineConfig field (see its field_names())"
+            raise ConfigError(f"Run.simulate: unknown keyword {name!r}{hint}")

@@ -84,7 +84,9 @@ def parse_set(spec: str) -> tuple[str, list[object]]:
         own = [s for s in sections() if f"{s}.{knob}" in EngineConfig.knob_names()]
         hint = "".join(f" ({by_section(s).display}'s: {s}.{knob})" for s in own)
         raise ConfigError(f"--set {spec!r}: unknown knob {knob!r}{hint}; valid: {valid}")
-    return knob, [parse_value(v) for v in values.split(",") if v.strip()]
+    from servesim.lists import split_items
+
+    return knob, [parse_value(v) for v in split_items(values, f"--set {knob}")]
 
 
 def run_sweep(requests: Sequence[Request], policy: str, config: EngineConfig, cost: CostModel | str,

@@ -29,6 +29,21 @@ def note(message: str | None) -> None:
         print(f"servesim: note: {message}", file=sys.stderr)
 
 
+def engine_note(opts, cost) -> None:
+    """--engine NAME whose host model, at this TP, is the default preset's: the run's numbers are the default's."""
+    from servesim.cost.host import DEFAULT_ENGINE, get_engine
+
+    preset = getattr(cost, "engine", None)
+    if opts.engine is None or preset is None or preset.name == DEFAULT_ENGINE:
+        return
+    tp = getattr(cost, "tp", 1)
+    flags = {"enforce_eager": opts.enforce_eager, "distributed_executor_backend": opts.distributed_executor_backend,
+             "disable_custom_all_reduce": opts.disable_custom_all_reduce, "async_scheduling": opts.async_scheduling}
+    if preset.behaviour(tp) == get_engine(DEFAULT_ENGINE, **flags).behaviour(tp):  # as without --engine
+        note(f"--engine {preset.name}: at TP {tp} its host model is {DEFAULT_ENGINE}'s (no per-step host "
+             "measurement of it is public: the same upper bound), so every step time is the default's")
+
+
 def rejected_note(result) -> None:
     if result.rejected:
         n = len(result.rejected)
@@ -77,8 +92,9 @@ def run_cmd(
         "--record", help="Step records kept: summary (compact per-step arrays: fastest, every metric) | steps | "
                          "full (with why each waiting request got nothing).")] = "summary",
     records_dir: Annotated[Path | None, typer.Option(
-        "--records", help="Stream the step records to DIR/steps.parquet, scheduled.parquet and waiting.parquet "
-                          "(with --record steps or full) instead of holding them.")] = None,
+        "--records", help="Stream the step records to DIR/steps.parquet and scheduled.parquet (with --record "
+                          "steps or full) and waiting.parquet (--record full: why each waiting request got nothing) "
+                          "instead of holding them.")] = None,
 ) -> None:
     """Simulate and print `vllm bench serve`'s "Serving Benchmark Result" block (same labels and layout), the
     server-side breakdown only a simulator can give, and OVERLOADED with its evidence when the queue is unstable."""
@@ -89,6 +105,7 @@ def run_cmd(
     slos = parse_goodput(goodput or [])
     outputs = _run_outputs(json_path, record, records_dir, save_result, result_dir, result_filename)
     cfg, cm = opts.engine_config(policy), opts.cost_model(policy)
+    engine_note(opts, cm)
     reqs = opts.requests()
     if opts.is_cluster():
         if records_dir is not None or save_result:

@@ -5,6 +5,7 @@
 
 import json
 import shutil
+import sys
 import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -180,6 +181,9 @@ def gpus() -> None:
                                "one efficiency for all", shutil.get_terminal_size().columns))
 
 
+POOR_FIT_MAPE = 50.0  # held-out MAPE (%) from which a fitted profile is written with a warning
+
+
 @app.command("calibrate")
 def calibrate_cmd(
     measured: Annotated[Path, typer.Argument(help="CSV of measurements: operator,tp,num_tokens,size_bytes,decodes,"
@@ -215,6 +219,8 @@ def calibrate_cmd(
     """
     from servesim.output import check_output_file
 
+    if tp < 1:
+        raise ConfigError(f"--tp {tp}: expected a tensor-parallel size >= 1")
     check_output_file(output, "--output")
     flags = {"enforce_eager": enforce_eager, "distributed_executor_backend": distributed_executor_backend,
              "disable_custom_all_reduce": disable_custom_all_reduce, "async_scheduling": async_scheduling}
@@ -262,6 +268,10 @@ def _calibrate_csv(measured: Path, model: str, gpu: str, tp: int, output: Path, 
         for group, e in fit.held_out.items():
             table.add_row(group, str(e["rows"]), f"{e['mape']:.1f} %", f"{e['worst']:.0f} %")
         _console().print(table)
+        for group, e in fit.held_out.items():
+            if e["mape"] >= POOR_FIT_MAPE:
+                print(f"servesim: warning: held-out error {e['mape']:.0f} % on {group}: the profile predicts them "
+                      "poorly (check the measurements' units, --model, --gpu and --tp)", file=sys.stderr)
         p = fit.params
         print(f"compute_efficiency {p.compute_efficiency:.3f}, memory_efficiency {p.memory_efficiency:.3f}, "
               f"kernel_latency {p.kernel_latency * 1e6:.1f} us"

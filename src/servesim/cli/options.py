@@ -183,6 +183,13 @@ class SimOptions(*_engine_flags()):
         from servesim.cluster import DEFAULT_KV_BANDWIDTH, Pool, simulate_cluster
 
         pd = (self.prefill_replicas, self.decode_replicas)
+        routing = self.router is not None or self.router_delay_ms is not None
+        if routing and self.num_replicas is None and pd == (None, None):
+            given = "--router" if self.router is not None else "--router-delay-ms"
+            raise ConfigError(f"{given} shapes a cluster's routing: add --num-replicas N (or --prefill-replicas and "
+                              "--decode-replicas)")
+        if self.router_delay_ms is not None and not 0 <= self.router_delay_ms < math.inf:
+            raise ConfigError(f"--router-delay-ms {self.router_delay_ms:g}: expected a finite number of ms >= 0")
         if (pd[0] is None) != (pd[1] is None):
             raise ConfigError("--prefill-replicas and --decode-replicas make a P/D cluster: give both")
         if pd[0] is not None and self.num_replicas is not None:

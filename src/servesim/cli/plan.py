@@ -13,6 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
+from servesim.analysis.words import number, plural
 from servesim.cli.app import app
 from servesim.cli.options import SimOptions, policy_names, simulating
 from servesim.cli.term import LazyConsole
@@ -68,12 +69,23 @@ def split(opts: SimOptions, policies: str, sets: list[str] | None) -> tuple[SimO
     return base, axes
 
 
-def preflight(base: SimOptions, first: Any) -> None:
+def preflight(base: SimOptions, first: Any, rates: str | None = None) -> None:
     """Load the first point's workload here: a mistake is one line before anything starts, and what loading
-    changed is printed once, not once per point."""
+    changed is printed once, not once per point. `rates`: what sets each point's arrivals (the swept rates, the
+    rates capacity tries), said instead of the first point's rate."""
+    import contextlib
+    import io
+    import re
+
     from servesim.plan.sweep import point_options
 
-    point_options(base, first).requests()
+    said = io.StringIO()
+    with contextlib.redirect_stderr(said):
+        point_options(base, first).requests()
+    text = said.getvalue()
+    if rates is not None:
+        text = re.sub(r"--request-rate [^,]+,", f"{rates},", text)
+    sys.stderr.write(text)
 
 
 Policies = Annotated[str, typer.Option("--policies", help=f"Policies to sweep: {policy_names()}, "
@@ -155,7 +167,8 @@ def sweep_cmd(
         if is_stdout(checkpoint):
             raise ConfigError("--checkpoint -: the checkpoint is a file the sweep reads back (--resume); give a path")
         check_output_file(checkpoint, "--checkpoint")
-    preflight(base, points[0])
+    rates = f"each point's --request-rate ({', '.join(f'{r:g}' for r in axes.request_rates)})"
+    preflight(base, points[0], rates if len(axes.request_rates) > 1 else None)
     t0, finished = time.monotonic(), []
     with PointsProgress(len(points)) as bar:
         try:
@@ -211,10 +224,10 @@ def print_sweep(rows: list[dict], axes: Any, workload: str, wall_s: float) -> No
     cols = axes.swept() or ["policy"]
     t = Table(title=f"{workload}: {len(rows)} points; ms; * the Pareto front (TTFT p99, TPOT p99, tok/s/GPU)",
               title_justify="left")
-    for c in cols:
-        t.add_column(SHORT.get(c, c))
+    for c in cols:  # (fold, never cut: a narrow terminal wraps a number rather than end it in an ellipsis)
+        t.add_column(SHORT.get(c, c), overflow="fold")
     for head in ("req/s", "tok/s/GPU", "TTFT p99", "TPOT p99", "SLO %", "$/Mtok", "over", "*"):
-        t.add_column(head, justify="right")
+        t.add_column(head, justify="right", overflow="fold")
     for r in rows:
         key = [str(r.get(c if c in r else f"engine_{c}")) for c in cols]
         t.add_row(*key, _f(r["request_throughput"]), _f(r["output_throughput_per_gpu"], ".1f"),
@@ -222,7 +235,7 @@ def print_sweep(rows: list[dict], axes: Any, workload: str, wall_s: float) -> No
                   _f(r["cost_per_million_output_tokens"], ".3f"), "YES" if r["overloaded"] else "",
                   "*" if r["pareto"] else "")
     console.print(t)
-    print(f"servesim: note: {len(rows)} points in {wall_s:.1f} s wall time", file=sys.stderr)
+    print(f"servesim: note: {plural(len(rows), 'point')} in {wall_s:.1f} s wall time", file=sys.stderr)
 
 
 MAX_POINTS = 100_000  # points one sweep may have (the table and checkpoint are held whole)
@@ -315,7 +328,8 @@ def capacity_cmd(
         check_target(axes, target_rate)  # before the search, not after
     ex = make_executor(executor, workers, ray_address)
     points = product(axes)
-    preflight(replace(base, request_rate=start_rate), points[0])
+    preflight(replace(base, request_rate=start_rate), points[0], f"the rates capacity tries (from --start-rate "
+              f"{start_rate:g}, Poisson at --seed {base.seed})" if base.burstiness == 1 else "the rates capacity tries")
     t0 = time.monotonic()
     with PointsProgress(len(points), "configurations") as bar:
         found = run_capacity(base, axes, search, Measure(slos), ex, target_rate, lambda p, c: bar.advance())
@@ -336,9 +350,9 @@ def print_capacity(found: Any, axes: Any, workload: str, wall_s: float) -> None:
     t = Table(title=f"{workload}: capacity at {s.attainment:g} % of requests within {slo} ms "
                     f"(rate tolerance {s.tolerance:g})", title_justify="left")
     for c in cols:
-        t.add_column(SHORT.get(c, c))
+        t.add_column(SHORT.get(c, c), overflow="fold")
     for head in ("max req/s", "fails at", "GPUs", "req/s per GPU", "rates tried", "binding at capacity"):
-        t.add_column(head, justify="right")
+        t.add_column(head, justify="right", overflow="fold")
     for c in found.configs:
         key = [str(c.get(k if k in c else f"engine_{k}")) for k in cols]
         top = c["binding"]
@@ -354,7 +368,8 @@ def print_capacity(found: Any, axes: Any, workload: str, wall_s: float) -> None:
             console.print(f"{c['policy']}: even {s.min_rate:g} req/s misses the SLO for more than "
                           f"{100 - s.attainment:g} % of requests")
     print_target(found, cols)
-    print(f"servesim: note: {len(found.configs)} configurations in {wall_s:.1f} s wall time", file=sys.stderr)
+    print(f"servesim: note: {plural(len(found.configs), 'configuration')} in {wall_s:.1f} s wall time",
+          file=sys.stderr)
 
 
 def print_target(found: Any, cols: list[str]) -> None:
@@ -370,8 +385,9 @@ def print_target(found: Any, cols: list[str]) -> None:
     tg, c = found.target, found.configs[found.target["index"]]
     key = ", ".join(f"{k} {c.get(k if k in c else f'engine_{k}')}" for k in [k for k in cols if k != "router"]
                     or ["policy"])
-    console.print(f"{tg['target_rate']:g} req/s at the SLO: {tg['num_gpus']} GPUs = {tg['replicas']} replicas "
+    console.print(f"{tg['target_rate']:g} req/s at the SLO: {plural(tg['num_gpus'], 'GPU')} = "
+                  f"{plural(tg['replicas'], 'replica')} "
                   f"x TP {c['tp'] or 1} of {key} behind {tg['router']} (simulated at {tg['target_rate']:g} req/s; "
-                  f"{len(c['target']['tried'])} replica counts tried)")
-    console.print(f"even-split estimate: {est['num_gpus']} GPUs = {est['replicas']} replicas of "
-                  f"{est['max_request_rate']:.4g} req/s each (ceil(R / capacity), not simulated)")
+                  f"{plural(len(c['target']['tried']), 'replica count')} tried)")
+    console.print(f"even-split estimate: {plural(est['num_gpus'], 'GPU')} = {plural(est['replicas'], 'replica')} of "
+                  f"{number(est['max_request_rate'])} req/s each (ceil(R / capacity), not simulated)")

@@ -112,8 +112,11 @@ class ClusterResult:
                 "kv_transfers": [asdict(t) for t in self.transfers]}
 
     def to_json(self) -> dict[str, object]:
-        return {"router": self.router, "num_replicas": len(self.replicas), "replicas": self.replica_rows(),
-                **self.transfer_summary()}
+        """The result file's cluster part: the router, every replica's row, the KV link's; `num_prompts` and
+        `num_steps` (all replicas' steps) as a single engine's result file has them."""
+        steps = sum(len(r.step_log) if r.step_log is not None else len(r.steps) for r in self.replicas)
+        return {"router": self.router, "num_prompts": len(self.cluster.requests), "num_steps": steps,
+                "num_replicas": len(self.replicas), "replicas": self.replica_rows(), **self.transfer_summary()}
 
 
 def cluster_timelines(requests, states, decode_states, placed, clocks: list[TokenClock], rejected: set[int]

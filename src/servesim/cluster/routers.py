@@ -147,14 +147,21 @@ def make_router(spec: str, seed: int = 0) -> Router:
         return LeastKV()
     if spec == "prefix-aware":
         return PrefixAware()
-    if spec.startswith("weighted:") or spec == "weighted":
-        return Weighted(parse_weights(spec.partition(":")[2] or "prefix=3,queue=2,kv=2"))
+    if spec == "weighted":  # llm-d's default weights
+        return Weighted(parse_weights("prefix=3,queue=2,kv=2"))
+    if spec.startswith("weighted:"):
+        return Weighted(parse_weights(spec.partition(":")[2]))
     raise ConfigError(f"--router {spec!r}: unknown router; valid: {', '.join(ROUTERS)} (see servesim routers)")
 
 
 def parse_weights(text: str) -> dict[str, float]:
+    from servesim.lists import split_items
+
+    if not text.strip():
+        raise ConfigError("--router weighted:: expected NAME=WEIGHT pairs after the colon, e.g. "
+                          "weighted:prefix=3,queue=2,kv=2 (or plain weighted, llm-d's default weights)")
     out: dict[str, float] = {}
-    for item in (t.strip() for t in text.split(",") if t.strip()):
+    for item in split_items(text, f"--router weighted:{text}"):
         name, sep, value = item.partition("=")
         try:
             weight = float(value)

@@ -94,6 +94,12 @@ class EngineProfile:
             t += self.tp_host + (self.ray_rpc if self.distributed_executor_backend == "ray" else self.mp_rpc)
         return t
 
+    def behaviour(self, tp: int) -> tuple:
+        """What the cost model reads of this profile at tensor parallel `tp`: two profiles with the same behaviour
+        give every step the same time (the name and version aside)."""
+        return (self.fixed_host(tp), self.seq_host, self.launch if self.enforce_eager else 0.0,
+                self.enforce_eager, self.async_scheduling, self.custom_all_reduce_for(tp) if tp > 1 else None)
+
     def custom_all_reduce_for(self, tp: int) -> tuple[float, float, int] | None:
         """The custom all-reduce protocol at this TP size, or None where the engine uses NCCL alone."""
         if self.disable_custom_all_reduce or tp not in CUSTOM_AR_WORLD_SIZES:

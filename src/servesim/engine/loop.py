@@ -57,6 +57,7 @@ def simulate(
     """
     if record not in RECORD_LEVELS:
         raise ConfigError(f"unknown record level {record!r}; valid: {', '.join(RECORD_LEVELS)}")
+    check_requests(requests)
     cost_model = get_cost_model(cost) if isinstance(cost, str) else cost
     cfg = resolve_config(config or EngineConfig(), policy, requests, cost_model)
     if max_records is not None and max_records < 0:
@@ -429,3 +430,16 @@ def assert_invariants(sched, states: list[RequestState], out, cfg: EngineConfig)
         assert s.num_output_tokens <= s.request.output_len, f"{s.request_id}: too many outputs"
         if s.status is not RequestStatus.RUNNING and s.status is not RequestStatus.FINISHED:
             assert s.num_blocks == 0, f"{s.request_id}: holds GPU blocks while not running"
+
+
+def check_requests(requests: Sequence[Request]) -> None:
+    """Something to simulate, each a `Request` (a tuple or a dict is refused naming the fields a Request takes)."""
+    if isinstance(requests, str | bytes) or not hasattr(requests, "__len__"):
+        raise ConfigError(f"requests: got {type(requests).__name__}; expected a list of servesim.Request")
+    if not len(requests):
+        raise ConfigError("requests: none to simulate; give a non-empty list of servesim.Request (or a workload "
+                          "name or file to Run.simulate)")
+    for i, r in enumerate(requests):
+        if not isinstance(r, Request):
+            raise ConfigError(f"requests[{i}]: a {type(r).__name__}; expected servesim.Request(request_id, "
+                              "arrival_time, prompt_len, output_len)")

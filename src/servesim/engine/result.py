@@ -63,7 +63,17 @@ class SimResult:
         try:
             return t[t.index_of(request_id)]
         except ValueError:
-            raise KeyError(request_id) from None
+            import difflib
+
+            from servesim.errors import UnknownRequest
+
+            ids = [str(i) for i in t.ids]
+            near = difflib.get_close_matches(str(request_id), ids, n=3)
+            if near:
+                hint = f"; did you mean {', '.join(near)}?"
+            else:
+                hint = f"; its ids: {', '.join(ids[:8])}{', ...' if len(ids) > 8 else ''}" if ids else ""
+            raise UnknownRequest(f"request {request_id!r} is not in this run{hint}") from None
 
     @property
     def tokens_processed(self) -> int:

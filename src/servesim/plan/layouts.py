@@ -68,7 +68,9 @@ def parse_routers(text: str | Iterable[str] | None, seed: int = 0) -> tuple[str,
 
     if text is None:
         return ()
-    items = [t.strip() for t in (text.split(",") if isinstance(text, str) else text) if str(t).strip()]
+    from servesim.lists import split_items
+
+    items = split_items(text, "--router") if isinstance(text, str) else [str(t).strip() for t in text]
     out: list[str] = []
     for item in items:
         if out and out[-1].startswith("weighted:") and "=" in item and ":" not in item:

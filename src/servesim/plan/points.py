@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from servesim.errors import ConfigError
+from servesim.lists import split_items
 from servesim.plan.layouts import layout_name, num_replicas, parse_routers
 
 
@@ -124,9 +125,7 @@ def parse_list(text: str | None, option: str, kind: type = str) -> tuple:
     """`1,2,4` -> (1.0, 2.0, 4.0) for kind float; None -> () (not swept)."""
     if text is None:
         return ()
-    items = [t.strip() for t in str(text).split(",") if t.strip()]
-    if not items:
-        raise ConfigError(f"{option} {text!r}: expected a comma-separated list of values")
+    items = split_items(text, option)
     out = []
     for item in items:
         try:

@@ -23,11 +23,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from servesim.cluster.replicas import MAX_REPLICAS
+from servesim.errors import ConfigError
 from servesim.plan.capacity import Search, even_split_replicas
 from servesim.plan.points import Point
 from servesim.plan.sweep import Measure, measure, simulate_point
-
-MAX_REPLICAS = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,9 +88,14 @@ def target_tasks(base: Any, points: Sequence[Point], configs: Sequence[dict[str,
                  how: Measure, target_rate: float) -> list[tuple[int, TargetTask]]:
     """(config index, task) for each configuration that serves some rate, its search started at the even
     split of its single-replica capacity."""
-    return [(i, TargetTask(base, p, search, how, target_rate, even_split_replicas(c["max_request_rate"],
-                                                                                   target_rate)))
-            for i, (p, c) in enumerate(zip(points, configs)) if c["max_request_rate"] > 0]
+    serving = [(i, p, even_split_replicas(c["max_request_rate"], target_rate))
+               for i, (p, c) in enumerate(zip(points, configs)) if c["max_request_rate"] > 0]
+    if serving and all(n > MAX_REPLICAS for _, _, n in serving):
+        best = max(c["max_request_rate"] for c in configs)
+        raise ConfigError(f"--target-rate {target_rate:g}: the best configuration serves {best:g} req/s per "
+                          f"replica, so about {min(n for _, _, n in serving):,} replicas; servesim simulates at most "
+                          f"{MAX_REPLICAS:,} (each is an engine in this process)")
+    return [(i, TargetTask(base, p, search, how, target_rate, n)) for i, p, n in serving if n <= MAX_REPLICAS]
 
 
 def fewest_simulated(configs: Sequence[dict[str, Any]], target_rate: float) -> dict[str, Any] | None:
