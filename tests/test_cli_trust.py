@@ -1,6 +1,7 @@
 """Every option honoured or refused, vLLM's defaults, and vllm bench serve's flags and result file (issue 12)."""
 
 import json
+import os
 
 import pytest
 from helpers import SHARED, cli
@@ -386,3 +387,11 @@ def test_calibrate_refuses_tp_0(monkeypatch, capsys, tmp_path):
     code, _, err = cli(monkeypatch, capsys, "calibrate", str(tmp_path / "m.csv"), "--model", "llama-2-7b", "--gpu",
                        "a100", "--tp", "0")
     assert code == 2 and err == "servesim: error: --tp 0: expected a tensor-parallel size >= 1\n"
+
+
+def test_a_device_as_a_workload_is_named_as_such(monkeypatch, capsys, tmp_path):
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)  # (never the machine's own device files)
+    code, _, err = cli(monkeypatch, capsys, "run", "--workload", str(fifo))
+    assert code == 2 and err == (f"servesim: error: {fifo}: not a regular file (a device, FIFO or socket); expected "
+                                 "a trace file, a built-in workload or 'random'\n")

@@ -48,6 +48,9 @@ def load_table(
     path = Path(spec)
     if path.is_dir():
         raise WorkloadError(f"{spec}: is a directory; expected a trace file, a built-in workload or {RANDOM!r}")
+    if path.exists() and not path.is_file():
+        raise WorkloadError(f"{spec}: not a regular file (a device, FIFO or socket); expected a trace file, a "
+                            f"built-in workload or {RANDOM!r}")
     if not path.is_file():
         raise WorkloadError(
             f"{spec}: no such file, and not a built-in workload "
