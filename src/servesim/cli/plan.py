@@ -160,13 +160,7 @@ def sweep_cmd(
     if len(points) > LONG_SWEEP:
         print(f"servesim: note: {len(points):,} points on {getattr(ex, 'workers', None) or 'the'} workers; the bar "
               "shows the time left once the first points are done (interrupt keeps them: --resume)", file=sys.stderr)
-    files = [o for o in outs if not is_stdout(o)]
-    if checkpoint is None and files:
-        checkpoint = files[0].with_name(files[0].name + ".partial.jsonl")
-    if checkpoint is not None:
-        if is_stdout(checkpoint):
-            raise ConfigError("--checkpoint -: the checkpoint is a file the sweep reads back (--resume); give a path")
-        check_output_file(checkpoint, "--checkpoint")
+    checkpoint = _checkpoint(checkpoint, outs)
     rates = f"each point's --request-rate ({', '.join(f'{r:g}' for r in axes.request_rates)})"
     preflight(base, points[0], rates if len(axes.request_rates) > 1 else None)
     t0, finished = time.monotonic(), []
@@ -187,6 +181,20 @@ def sweep_cmd(
         print(f"wrote {report} ({size / 2**20:.1f} MiB)")
     if checkpoint is not None and outs:
         checkpoint.unlink(missing_ok=True)
+
+
+def _checkpoint(checkpoint: Path | None, outs: list[Path]) -> Path | None:
+    """The file finished rows go to as they come (given, or beside the first output file), checked writable."""
+    from servesim.output import check_output_file, is_stdout
+
+    files = [o for o in outs if not is_stdout(o)]
+    if checkpoint is None and files:
+        checkpoint = files[0].with_name(files[0].name + ".partial.jsonl")
+    if checkpoint is not None:
+        if is_stdout(checkpoint):
+            raise ConfigError("--checkpoint -: the checkpoint is a file the sweep reads back (--resume); give a path")
+        check_output_file(checkpoint, "--checkpoint")
+    return checkpoint
 
 
 def write_rows(rows: list[dict], output: Path | None, json_path: Path | None, axes: Any, how: Any) -> None:
