@@ -106,6 +106,9 @@ def run_cmd(
     outputs = _run_outputs(json_path, record, records_dir, save_result, result_dir, result_filename)
     cfg, cm = opts.engine_config(policy), opts.cost_model(policy)
     engine_note(opts, cm)
+    if check_client(opts, {"--warmup-s": warmup, "--cooldown-s": cooldown, "--save-result": save_result or None,
+                           "--goodput": goodput, "--records": records_dir}):
+        return run_client(opts, cfg, policy, cm, outputs)
     reqs = opts.requests()
     if opts.is_cluster():
         if records_dir is not None or save_result:
@@ -161,6 +164,56 @@ def _print_run(opts: SimOptions, result, cm, ps, names, slos, warmup: float, coo
         for path in outputs:
             write_json(path, data, "--json")
             print(f"wrote {path}")
+
+
+# vllm bench serve's load options: another client sends its own load, so they are refused under it
+VLLM_BENCH_LOAD = {"max_concurrency": "--max-concurrency", "num_requests": "--num-prompts",
+                   "dataset_name": "--dataset-name", "prompt_len": "--prompt-len", "output_len": "--output-len",
+                   "random_input_len": "--random-input-len", "random_output_len": "--random-output-len",
+                   "random_range_ratio": "--random-range-ratio", "random_prefix_len": "--random-prefix-len",
+                   "rate_scale": "--rate-scale", "window": "--window"}
+
+
+def check_client(opts: SimOptions, run_options: dict) -> bool:
+    """Whether `run` goes to another client than vllm bench serve (`--client`); each client's flags are refused
+    under another, and vllm bench serve's load options and `run`'s vLLM-result options under any other."""
+    from servesim.clients import DEFAULT_CLIENT, client_module
+
+    own = client_module(opts.client)
+    for name in ("aiperf",):
+        other = client_module(name)
+        if other is not own and other.given(opts):
+            raise ConfigError(f"{other.given(opts)[0]} is an option of the {name} client: add --client {name}")
+    if own.NAME == DEFAULT_CLIENT:
+        return False
+    given = [flag for name, flag in VLLM_BENCH_LOAD.items() if getattr(opts, name) is not None]
+    given += [flag for flag, v in run_options.items() if v]
+    if opts.burstiness != 1.0:
+        given.append("--burstiness")
+    if opts.workload != "seed":
+        given.append("--workload")
+    if given:
+        raise ConfigError(f"{given[0]}: not an option of --client {own.NAME}, which sends its own load "
+                          "(docs/clients.md); drop it")
+    if opts.is_cluster():
+        raise ConfigError(f"--client {own.NAME} on a cluster is not modelled yet: drop the cluster options "
+                          "(--num-replicas, --router, --prefill-replicas, ...)")
+    return True
+
+
+def run_client(opts: SimOptions, cfg, policy: str, cm, outputs: list[Path]) -> None:
+    """`run --client NAME`: the client's load, its own measurement and report (and --json as its export)."""
+    from servesim.clients import client_module
+
+    client = client_module(opts.client)
+    result, measured = client.run(client.plan(opts), cfg, policy, cm)
+    rejected_note(result)
+    m = client.metrics(result, measured, opts.streaming)
+    print(client.format_metrics(m))
+    for path in outputs:
+        write_json(path, {"client": client.NAME, "client_version": client.VERSION, "records": m,
+                          "policy": result.policy, "cost_model": result.cost_model}, "--json")
+        print(f"wrote {path}")
 
 
 def run_cluster(opts: SimOptions, reqs, cfg, policy: str, cm, record: str, ps, names, slos, warmup: float,

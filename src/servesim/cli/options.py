@@ -61,13 +61,22 @@ def _engine_flags() -> tuple[type, ...]:
     return tuple(e.load("flags").FLAGS for e in reversed(engines()) if e.flags)
 
 
+def _client_flags() -> tuple[type, ...]:
+    """Each benchmark client's own flags (`servesim.clients`): `SimOptions` takes them all."""
+    from servesim.clients import CLIENTS, client_module
+
+    return tuple(m.FLAGS for m in map(client_module, CLIENTS) if m.FLAGS is not None)
+
+
 @dataclass
-class SimOptions(*_engine_flags()):
+class SimOptions(*_client_flags(), *_engine_flags()):
     """One simulating command's shared options, as given (None: not given, the default applies): the workload's,
     the cost model's, the cluster's here, and each engine's flags from its package (`servesim.engines`)."""
 
     # the workload (servesim.cli.workload has the loaders' options)
     workload: WorkloadOpt = "seed"
+    client: Annotated[str, _opt("--client", help="The benchmark client that sends the load and measures it: "
+                                "vllm-bench (vllm bench serve) | aiperf (docs/clients.md).")] = "vllm-bench"
     dataset_name: Annotated[str | None, _opt("--dataset-name", help="vllm bench serve's dataset: random (same as "
                                                                    "--workload random).")] = None
     format: FormatOpt = None
@@ -213,6 +222,17 @@ class SimOptions(*_engine_flags()):
             kv_transfer_latency=(self.kv_transfer_latency_ms or 0.0) / 1000, record=record)
 
     def requests(self) -> list[Request]:
+        """The workload vllm bench serve sends (another `--client` sends its own: `servesim run` only)."""
+        from servesim.clients import CLIENTS, DEFAULT_CLIENT, client_module
+
+        if self.client != DEFAULT_CLIENT:
+            client_module(self.client)  # (an unknown name is refused as such)
+            raise ConfigError(f"--client {self.client}: its load is simulated by servesim run for now")
+        for name in CLIENTS:
+            given = client_module(name).FLAGS and client_module(name).given(self)
+            if given:
+                raise ConfigError(f"{given[0]} is an option of the {name} client: add --client {name} (servesim "
+                                  "run)")
         reqs = self._requests()
         if self.ignore_eos:  # vllm bench serve's --ignore-eos (sglang.bench_serving's default)
             reqs = [replace(r, ignore_eos=True) for r in reqs]
@@ -249,6 +269,8 @@ class SimOptions(*_engine_flags()):
             self.common_prefix_len or 0, self.think_time or 0.0, rate, self.seed)
 
     def workload_name(self) -> str:
+        if self.client != "vllm-bench":  # the client makes its own dataset: not the lesson's (its settings, toy cost)
+            return self.client
         if self.dataset_name is not None:
             if self.dataset_name not in ("random", "prefix_repetition"):
                 raise ConfigError(f"--dataset-name {self.dataset_name}: servesim makes the random and "

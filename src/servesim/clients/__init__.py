@@ -1,0 +1,27 @@
+"""Benchmark clients, each reproduced from its own source: how it sends requests, which of them it measures, and
+how it defines and aggregates its metrics, so that a prediction is compared with a measurement like for like.
+
+- `vllm_bench`: `vllm bench serve` (servesim's default load: `--request-rate`, `--burstiness`,
+  `--max-concurrency`; its metrics are `servesim.analysis.benchmark`'s);
+- `aiperf`: NVIDIA AIPerf (`--concurrency`, `--request-rate`, `--request-count`, `--warmup-request-count`,
+  `--isl`/`--osl` with their stddevs, `--streaming`).
+
+`servesim run --client NAME` chooses one; each client's flags are refused under another. See docs/clients.md.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+from servesim.errors import ConfigError
+
+CLIENTS = {"vllm-bench": "servesim.clients.vllm_bench", "aiperf": "servesim.clients.aiperf"}
+DEFAULT_CLIENT = "vllm-bench"
+
+
+def client_module(name: str) -> ModuleType:
+    try:
+        return importlib.import_module(CLIENTS[name])
+    except KeyError:
+        raise ConfigError(f"--client {name!r}: expected one of {', '.join(CLIENTS)}") from None

@@ -1,0 +1,120 @@
+"""Benchmark clients (`servesim.clients`): send times and metrics derived by hand on the unit cost (every step
+1 s), against the rules read in each client's source (docs/clients.md)."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from helpers import cli
+
+from servesim.clients import aiperf
+from servesim.engines.config import EngineConfig
+from servesim.errors import ConfigError
+
+
+def _opts(**given) -> SimpleNamespace:
+    base = {f: getattr(aiperf.AIPerfFlags, f) for f in aiperf.OWN} | {"request_rate": None, "seed": 0}
+    return SimpleNamespace(**(base | given))
+
+
+def _sends(result) -> dict[str, float]:
+    return {r.id: r.arrival_time for r in result.requests}
+
+
+def test_aiperf_closed_loop_of_2_with_a_warmup_of_2():
+    # 10-token prompts, 3 output tokens, a big budget: a request's prompt step samples its first token, two decode
+    # steps its others. Warm-up w0, w1 at 0 finish at 3 s; only then profiling: p0, p1 at 3 s (done at 6 s), p2,
+    # p3 when they finish, at 6 s (done at 9 s). Measured: the 4 profiling requests only
+    load = aiperf.plan(_opts(concurrency=2, request_count=4, warmup_request_count=2, isl=10, osl=3))
+    result, measured = aiperf.run(load, EngineConfig(), "vllm", "unit")
+    assert _sends(result) == {"warmup-0": 0.0, "warmup-1": 0.0, "profiling-0": 3.0, "profiling-1": 3.0,
+                              "profiling-2": 6.0, "profiling-3": 6.0}
+    m = aiperf.metrics(result, measured, streaming=True)
+    assert m["request_count"]["avg"] == 4 and m["benchmark_duration"]["avg"] == 6.0  # 3 s to 9 s
+    assert m["time_to_first_token"]["avg"] == 1000.0 and m["request_latency"]["avg"] == 3000.0
+    assert m["inter_token_latency"]["avg"] == 1000.0  # (3000 - 1000) / (3 - 1)
+    assert m["time_to_second_token"]["p50"] == 1000.0
+    assert m["output_token_throughput_per_user"]["avg"] == 1.0
+    assert m["request_throughput"]["avg"] == pytest.approx(4 / 6) and m["output_token_throughput"]["avg"] == 2.0
+
+
+def test_aiperf_constant_rate_first_send_at_once_then_a_gap_each():
+    # --request-rate 2 constant: sends at 0, 0.5, 1 s. r0 runs alone in step [0, 1]; r1 and r2 in [1, 2]; one
+    # output token each, so no ITL (AIPerf skips OSL < 2). Latencies 1, 1.5, 1 s over a 2 s benchmark
+    load = aiperf.plan(_opts(request_rate=2.0, request_rate_mode="constant", request_count=3, isl=10, osl=1))
+    result, measured = aiperf.run(load, EngineConfig(), "vllm", "unit")
+    assert list(_sends(result).values()) == [0.0, 0.5, 1.0]
+    m = aiperf.metrics(result, measured, streaming=True)
+    assert m["request_latency"]["avg"] == pytest.approx(3500 / 3) and m["request_latency"]["max"] == 1500.0
+    assert m["benchmark_duration"]["avg"] == 2.0 and m["request_throughput"]["avg"] == 1.5
+    assert m["inter_token_latency"] == {"unit": "ms"}  # no request with two tokens
+
+
+def test_aiperf_warmup_uses_the_same_generator_and_profiling_waits_for_it():
+    # constant gaps of 1 s: the warm-up's one request at 0 is done at 1 s; profiling starts then, its first at
+    # once and the next a gap later: 1 s and 2 s
+    load = aiperf.plan(_opts(request_rate=1.0, request_rate_mode="constant", request_count=2,
+                             warmup_request_count=1, isl=10, osl=1))
+    result, measured = aiperf.run(load, EngineConfig(), "vllm", "unit")
+    assert _sends(result) == {"warmup-0": 0.0, "profiling-0": 1.0, "profiling-1": 2.0}
+    assert measured.tolist() == [False, True, True]
+
+
+def test_aiperf_lengths_round_up_and_stay_positive():
+    rng = np.random.default_rng(0)
+    assert aiperf._lengths(rng, 10.2, 0.0, 3).tolist() == [11, 11, 11]  # ceil, as AIPerf's sample
+    sample = aiperf._lengths(rng, 3.0, 5.0, 2000)  # half the normal's mass below 0 is drawn again
+    assert sample.min() >= 1 and np.array_equal(sample, np.ceil(sample))
+
+
+def test_aiperf_without_streaming_reports_no_token_timing():
+    load = aiperf.plan(_opts(concurrency=1, request_count=2, isl=10, osl=3))
+    m = aiperf.metrics(*aiperf.run(load, EngineConfig(), "vllm", "unit"), streaming=False)
+    assert "time_to_first_token" not in m and "inter_token_latency" not in m and m["request_count"]["avg"] == 2
+
+
+@pytest.mark.parametrize("given, words", [
+    ({"osl": None}, "give --osl"),
+    ({"request_rate": 2.0, "concurrency": 2}, "--request-rate with --concurrency"),
+    ({"request_count": 0}, "--request-count 0: expected an integer >= 1"),
+    ({"isl_stddev": -1.0}, "--isl-stddev -1.0: expected a finite number >= 0"),
+])
+def test_aiperf_refusals(given, words):
+    with pytest.raises(ConfigError, match=words):
+        aiperf.plan(_opts(**({"osl": 4} | given)))
+
+
+def test_run_client_aiperf_from_the_command_line(monkeypatch, capsys, tmp_path):
+    code, out, err = cli(monkeypatch, capsys, "run", "--client", "aiperf", "--concurrency", "2", "--request-count",
+                         "4", "--warmup-request-count", "2", "--isl", "10", "--osl", "3", "--streaming", "--cost",
+                         "unit", "--json", str(tmp_path / "a.json"))
+    assert code == 0, err
+    assert "NVIDIA AIPerf | LLM Metrics" in out and "Time to First Token (ms)" in out
+    data = json.loads((tmp_path / "a.json").read_text())
+    assert data["client"] == "aiperf" and data["records"]["time_to_first_token"]["avg"] == 1000.0
+
+
+@pytest.mark.parametrize("args, words", [
+    (["run", "--concurrency", "2"], "--concurrency is an option of the aiperf client: add --client aiperf"),
+    (["run", "--client", "aiperf", "--osl", "3", "--max-concurrency", "2"],
+     "--max-concurrency: not an option of --client aiperf"),
+    (["trace", "--client", "aiperf", "--osl", "3"], "--client aiperf: its load is simulated by servesim run"),
+    (["run", "--client", "aiperf", "--osl", "3", "--num-replicas", "2"], "on a cluster is not modelled yet"),
+    (["run", "--client", "wrk"], "--client 'wrk': expected one of vllm-bench, aiperf"),
+])
+def test_a_clients_flags_are_refused_under_another(monkeypatch, capsys, args, words):
+    code, _, err = cli(monkeypatch, capsys, *args)
+    assert code == 2 and words in err and err.count("\n") == 1, err
+
+
+def test_vllm_bench_is_the_default_client(monkeypatch, capsys, tmp_path):
+    runs = []
+    for extra in ([], ["--client", "vllm-bench"]):
+        code, _, _ = cli(monkeypatch, capsys, "run", "--workload", "seed", *extra, "--json", str(tmp_path / "r.json"))
+        data = json.loads((tmp_path / "r.json").read_text())
+        data.pop("date")
+        runs.append((code, data))
+    assert runs[0] == runs[1] and runs[0][0] == 0
