@@ -3,6 +3,7 @@
 Toy cost throughout (`servesim.cost.simple`): a step costs 1 ms per decoding request + 0.1 ms per prefill token.
 """
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -167,3 +168,37 @@ def test_a_replica_in_the_middle_of_a_step_reports_its_requests_as_running():
     assert c.placement == (0, 1, 2) * 10
     assert [r.ttft for r in c.cluster.requests] == pytest.approx([0.010] * 30)
     assert c.routes_of("r1")[0].states[0].running == 1
+
+
+# -- the benchmark client's cap spans the cluster (vllm bench serve --max-concurrency) ------------------------------
+
+@pytest.mark.parametrize("cap", [1, 4, 32])
+@pytest.mark.parametrize("router", ["round-robin", "least-loaded"])
+def test_one_replica_with_a_client_cap_is_the_plain_engine(cap, router):
+    from servesim.workloads import load_workload
+
+    reqs = load_workload("azure-conv-sample")[:150]
+    cfg = EngineConfig(max_concurrency=cap, max_num_seqs=64, max_num_batched_tokens=2048)
+    plain = simulate(reqs, cfg, "vllm", "toy")
+    one = simulate_cluster(reqs, num_replicas=1, config=cfg, policy="vllm", cost="toy", router=router)
+    a, b = plain.timelines, one.cluster.timelines
+    assert np.array_equal(a.arrival_time, b.arrival_time) and np.array_equal(a.finish_time, b.finish_time)
+
+
+def test_a_closed_loop_of_2_over_two_replicas():
+    # unit cost, 10-token prompts, 2 output tokens: a request takes steps [t, t+1] (prompt, first token) and
+    # [t+1, t+2]. r0, r1 go at 0 to replicas 0 and 1 (round-robin) and finish at 2; r2, r3 wait at the client
+    # and are sent then, to replicas 0 and 1, finishing at 4
+    reqs = [Request(f"r{i}", 0.0, 10, 2) for i in range(4)]
+    c = simulate_cluster(reqs, num_replicas=2, config=EngineConfig(max_concurrency=2), policy="vllm", cost="unit")
+    t = c.cluster.timelines
+    assert t.arrival_time.tolist() == [0.0, 0.0, 2.0, 2.0] and t.finish_time.tolist() == [2.0, 2.0, 4.0, 4.0]
+    assert [r.replica for r in c.routes] == [0, 1, 0, 1]
+
+
+def test_pools_must_agree_on_the_client_cap():
+    with pytest.raises(ConfigError, match="the client's cap spans the cluster"):
+        simulate_cluster([Request("a", 0.0, 4, 2)], [Pool(1, EngineConfig(max_concurrency=2), "vllm", "unit",
+                                                          "prefill"),
+                                                     Pool(1, EngineConfig(max_concurrency=3), "vllm", "unit",
+                                                          "decode")])

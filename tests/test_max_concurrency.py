@@ -11,7 +11,6 @@ from hypothesis import given, settings
 from test_properties import scenarios
 
 from servesim import EngineConfig, Request, simulate
-from servesim.errors import ConfigError
 
 
 @pytest.mark.parametrize("fast", [True, False])
@@ -60,7 +59,10 @@ def test_cli_and_result_file(tmp_path, monkeypatch, capsys):
     assert code == 0, err
     assert "Maximum request concurrency:             8" in stdout
     assert json.loads(out.read_text())["max_concurrency"] == 8
-    with pytest.raises(ConfigError, match="--max-concurrency with a cluster"):
-        from servesim.cluster import simulate_cluster
+    # on a cluster the cap spans the replicas (tests/test_cluster.py): two requests, one slot, two replicas: the
+    # second is sent when the first finishes (unit cost: 10-token prompt and 2 tokens, done at 2 s)
+    from servesim.cluster import simulate_cluster
 
-        simulate_cluster([Request("a", 0.0, 10, 2)], num_replicas=2, config=EngineConfig(max_concurrency=1))
+    c = simulate_cluster([Request("a", 0.0, 10, 2), Request("b", 0.0, 10, 2)], num_replicas=2,
+                         config=EngineConfig(max_concurrency=1), cost="unit")
+    assert c.cluster.timelines.arrival_time.tolist() == [0.0, 2.0]

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from servesim.cluster.pd import Link, check_link
 from servesim.cluster.replicas import MAX_REPLICAS, ROLES, Cluster, Pool, make_replica
@@ -57,10 +58,12 @@ def simulate_cluster(
     if not isinstance(router_delay, int | float) or not 0 <= router_delay < float("inf"):
         raise ConfigError(f"--router-delay-ms: got {router_delay!r} s; expected a finite number >= 0")
     roles = {p.role for p in pools}
+    caps = {p.config.max_concurrency if p.config is not None else None for p in pools}
+    if len(caps) > 1:
+        raise ConfigError(f"max_concurrency {sorted(caps, key=str)}: the client's cap spans the cluster; give every "
+                          "pool the same")
+    max_concurrency = caps.pop()
     for p in pools:
-        if p.config is not None and p.config.max_concurrency is not None:
-            raise ConfigError("--max-concurrency with a cluster: the client's cap spans the replicas, which is not "
-                              "modelled yet; drop one of them")
         if p.role not in ROLES:
             raise ConfigError(f"pool role {p.role!r}: expected one of {', '.join(ROLES)}")
         if isinstance(p.count, bool) or not isinstance(p.count, int) or p.count < 1:
@@ -78,7 +81,8 @@ def simulate_cluster(
     decode_policies = [name for e in engines() for name in e.pd_decode]
     for p in pools:
         cm = get_cost_model(p.cost) if isinstance(p.cost, str) else p.cost
-        cfg = resolve_config(p.config or EngineConfig(), p.policy, requests, cm)
+        # the client's cap on requests in flight spans the cluster (`Cluster`), not each replica's engine
+        cfg = replace(resolve_config(p.config or EngineConfig(), p.policy, requests, cm), max_concurrency=None)
         if disaggregated and hashed and cfg.enable_prefix_caching:
             raise ConfigError("prefix caching on a disaggregated cluster is not modelled yet: set "
                               "enable_prefix_caching=false (--no-prefix-caching)")
@@ -94,7 +98,7 @@ def simulate_cluster(
         check_link(kv_transfer_bandwidth, kv_transfer_latency)
         links = [Link(kv_transfer_bandwidth, kv_transfer_latency) for _ in replicas]
     routers = {role: make_router(router, seed) for role in ROLES}
-    cluster = Cluster(replicas, routers, requests, router_delay, links)
+    cluster = Cluster(replicas, routers, requests, router_delay, links, max_concurrency)
     cluster.run()
     return _result(cluster, requests, record, routers["both"].name)
 

@@ -14,6 +14,7 @@ No randomness but the `random` router's seeded generator; ties by replica index,
 from __future__ import annotations
 
 import math
+from collections import deque
 from dataclasses import dataclass, replace
 from heapq import heappop, heappush
 
@@ -102,7 +103,7 @@ class Cluster:
     """The replicas, the routers (one per pool the router picks from), the links (P/D), and the clock."""
 
     def __init__(self, replicas: list[Replica], routers: dict[str, Router], requests: list[Request],
-                 router_delay: float, links: list[Link] | None) -> None:
+                 router_delay: float, links: list[Link] | None, max_concurrency: int | None = None) -> None:
         self.replicas, self.routers, self.delay, self.links = replicas, routers, router_delay, links
         self.pools = {role: [r.index for r in replicas if r.role == role] for role in ROLES}
         self.disaggregated = links is not None
@@ -123,8 +124,14 @@ class Cluster:
         self.transfers: list[Transfer] = []
         self.rejected: list[int] = []
         self.reports: list[list[tuple[float, ReplicaState]]] = [[] for _ in replicas]
+        # the benchmark client's cap on requests in flight over the whole cluster (`vllm bench serve
+        # --max-concurrency`): an arrival past it waits at the client, first come first served, and is sent when a
+        # request finishes on any replica
+        self.max_concurrency, self.in_flight = max_concurrency, 0
+        self.backlog: deque[int] = deque()
+        self.sent: set[int] = set()  # released from the backlog: their slot is taken
         # who can reach whom between routing events: closed loop: everyone everyone; P/D: prefill -> decode
-        closed = bool(self.followers)
+        closed = bool(self.followers) or max_concurrency is not None
         self.sources = [[q.index for q in replicas if q is not r and (closed or (self.disaggregated
                          and r.role == "decode" and q.role == "prefill"))] for r in replicas]
         self.lockstep = any(self.sources)
@@ -135,7 +142,8 @@ class Cluster:
 
     # -- the clock ----------------------------------------------------------------------------------------------
     def run(self) -> None:
-        if not self.lockstep and not self.followers and not any(r.needs_state for r in self.routers.values()):
+        if (not self.lockstep and not self.followers and self.max_concurrency is None
+                and not any(r.needs_state for r in self.routers.values())):
             return self.run_static()
         while True:
             b = self.advance_all(self.next_routing())
@@ -164,7 +172,7 @@ class Cluster:
         replicas = self.replicas
         if not self.lockstep:
             self.advance_due(b)
-            return b
+            return min(b, self.next_routing())  # (a finish may have released a request before `b`: one replica)
         while True:
             b = min(b, self.next_routing())
             busy = [(r.next_start, r.index) for r in replicas if r.busy]
@@ -228,6 +236,11 @@ class Cluster:
             for r in self.replicas:
                 self.reports[r.index].append((b, r.report(b)))
         for _, i in sorted(due):
+            if self.max_concurrency is not None and i not in self.sent:
+                if self.in_flight >= self.max_concurrency:
+                    self.backlog.append(i)
+                    continue
+                self.in_flight += 1
             self.route(requests[i], b)
 
     def seen(self, j: int, t: float) -> ReplicaState:
@@ -271,25 +284,49 @@ class Cluster:
         self.replicas[p].inject(s)
 
     def reject(self, i: int) -> None:
-        """Longer than the chosen replica's max_model_len: it fails on arrival, and so do its session's turns."""
+        """Longer than the chosen replica's max_model_len: it fails on arrival, and so do its session's turns (its
+        client slot, under a cap, goes to the next at once)."""
         self.rejected.append(i)
+        if self.max_concurrency is not None:
+            self.release_slot(self.states[i].request.arrival_time, None)
         for f in self.followers.pop(i, ()):
             self.reject(f)
+
+    def release_slot(self, t: float, here: Replica | None) -> None:
+        """A request left the client's count at `t`: the first waiting at the client is sent then (not before its
+        own arrival), routed at that time (`here`, the replica it finished on, stops there)."""
+        self.in_flight -= 1
+        if not self.backlog:
+            return
+        f = self.backlog.popleft()
+        r = self.states[f].request
+        # a closed loop's user thinks before sending it (`workloads.ClosedLoop`), as the engine's own cap does
+        t = max(r.arrival_time, t + (r.think_time if r.after is None else 0.0))
+        self.states[f].request = replace(r, arrival_time=t)
+        self.sent.add(f)
+        self.in_flight += 1
+        heappush(self.pending, (t, f))
+        if here is not None:
+            here.until, here.horizon = min(here.until, t), min(here.horizon, t)
+            if here.next_arrival is None or t < here.next_arrival:
+                here.next_arrival = t
 
     # -- what replicas tell the cluster (their schedulers' on_finish) --------------------------------------------
     def finished(self, s: RequestState, side: int | None = None) -> None:
         """A request's last token: release the turns sent after it (closed loop). `side`: which of its replicas
         finished it (0: its replica or prefill replica, 1: its decode replica)."""
+        here = self.replicas[self.placed[s.index][int(self.disaggregated) if side is None else side]]
         for f in self.followers.pop(s.index, ()):
             r = self.states[f].request
             t = max(r.arrival_time, s.finish_time + r.think_time)
             self.states[f].request = replace(r, arrival_time=t)
             heappush(self.pending, (t, f))
             # its replica stops there: the turn is routed at `t`, which may be before the replica's next event
-            here = self.replicas[self.placed[s.index][int(self.disaggregated) if side is None else side]]
             here.until, here.horizon = min(here.until, t), min(here.horizon, t)
             if here.next_arrival is None or t < here.next_arrival:
                 here.next_arrival = t
+        if self.max_concurrency is not None:
+            self.release_slot(s.finish_time, here)
 
     def prefilled(self, s: RequestState) -> None:
         """P/D: the prompt's first token on the prefill side; its KV leaves for the decode replica, whose blocks
