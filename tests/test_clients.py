@@ -4,13 +4,15 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 from helpers import cli
 
-from servesim.clients import aiperf
+from servesim.clients import aiperf, mlperf
+from servesim.engine.request import Request
 from servesim.engines.config import EngineConfig
 from servesim.errors import ConfigError
 
@@ -118,3 +120,73 @@ def test_vllm_bench_is_the_default_client(monkeypatch, capsys, tmp_path):
         data.pop("date")
         runs.append((code, data))
     assert runs[0] == runs[1] and runs[0][0] == 0
+
+
+# -- MLPerf LoadGen -----------------------------------------------------------------------------------------------
+
+
+
+def _mlperf(**given) -> SimpleNamespace:
+    return SimpleNamespace(**({f: getattr(mlperf.MLPerfFlags, f) for f in mlperf.OWN} | {"seed": 0} | given))
+
+
+def test_early_stopping_needs_459_queries_with_none_over_the_limit():
+    # I_0.99(h, 1) = 0.99^h < 0.01 first at h = 459 (0.99^458 = 0.01004, 0.99^459 = 0.00994)
+    assert mlperf.min_passing(0) == 459
+    # with t over the limit: the least h with P(at most t failures in h + t trials) < 0.01, by the binomial sum
+    def odds(h, t):
+        from math import comb
+        return sum(comb(h + t, k) * 0.01 ** k * 0.99 ** (h + t - k) for k in range(t + 1))
+    for t in (1, 5):
+        h = mlperf.min_passing(t)
+        assert odds(h, t) < 0.01 <= odds(h - 1, t)
+
+
+def test_loadgen_percentile_is_the_element_at_floor_n_p():
+    assert mlperf.percentile(list(range(1, 101)), 0.99) == 100  # element 99 of 100
+    assert mlperf.percentile(list(range(1, 11)), 0.5) == 6  # element 5 of 10, no interpolation
+
+
+def test_offline_sends_every_sample_at_once_in_whole_passes():
+    samples = [Request(f"s{i}", 9.0, 10, 3) for i in range(5)]
+    load = mlperf.plan(_mlperf(scenario="Offline", target_qps=10.0, min_duration_ms=1000, min_query_count=7),
+                       samples)
+    # max(7, floor(1.1 x 1 s x 10)) = 11 samples, rounded up to whole passes of 5: 15, all at 0
+    assert len(load.queries) == 15 and {q.arrival_time for q in load.queries} == {0.0}
+
+
+def test_offline_verdict_on_the_unit_cost():
+    # 5 samples of 10 + 3 tokens, all at 0: one prompt step, two decode steps: every query done at 3 s; 15
+    # tokens over the 3 s longest latency = 5 tokens/s; VALID with a 2 s minimum, INVALID with 4 s
+    samples = [Request(f"s{i}", 0.0, 10, 3) for i in range(5)]
+    for minimum, valid in ((2000, True), (4000, False)):
+        load = mlperf.plan(_mlperf(scenario="Offline", target_qps=1.0, min_duration_ms=minimum, min_query_count=5),
+                           samples)
+        m = mlperf.summarize(*mlperf.run(load, EngineConfig(), "vllm", "unit"), load, None)
+        assert m["tokens_per_second"] == 5.0 and m["samples_per_second"] == pytest.approx(5 / 3)
+        assert m["valid"] is valid and m["min_duration_met"] is valid
+
+
+def test_server_schedule_and_verdict():
+    # one loaded sample, Poisson at 10,000 queries/s until the last scheduled time reaches 0.1 s: ~1,000
+    # queries, more than early stopping's 459 with nobody over a generous limit: VALID; a 1 ms TTFT limit
+    # (the unit cost's first token takes a 1 s step) breaks the performance constraint and early stopping
+    samples = [Request("s", 0.0, 4, 2)]
+    load = mlperf.plan(_mlperf(target_qps=10_000.0, min_duration_ms=100, min_query_count=100,
+                               ttft_latency=1e9, tpot_latency=1e9), samples)
+    times = [q.arrival_time for q in load.queries]
+    assert times[0] == 0.0 and times[-1] >= 0.1 > times[-2] and len(times) > 459
+    cfg = EngineConfig(max_num_seqs=2048, max_num_batched_tokens=16384)
+    m = mlperf.summarize(*mlperf.run(load, cfg, "vllm", "unit"), load, None)
+    assert m["valid"] and m["early_stopping_met"] and m["perf_constraints_met"]
+    strict = replace(load, settings=load.settings | {"ttft_latency_ms": 1.0})
+    m = mlperf.summarize(*mlperf.run(strict, cfg, "vllm", "unit"), strict, None)
+    assert not m["valid"] and not m["perf_constraints_met"] and not m["early_stopping_met"]
+
+
+def test_run_client_mlperf_from_the_command_line(monkeypatch, capsys):
+    code, out, err = cli(monkeypatch, capsys, "run", "--client", "mlperf", "--workload", "azure-conv-sample",
+                         "--target-qps", "5", "--min-duration-ms", "60000", "--mlperf-model", "llama3_1-8b")
+    assert code == 0, err
+    # one pass of the 456 samples reaches 60 s at 5 queries/s; 456 < 459: early stopping cannot pass
+    assert "Result is : INVALID" in out and "Early stopping satisfied: NO" in out

@@ -180,7 +180,7 @@ def check_client(opts: SimOptions, run_options: dict) -> bool:
     from servesim.clients import DEFAULT_CLIENT, client_module
 
     own = client_module(opts.client)
-    for name in ("aiperf",):
+    for name in ("aiperf", "mlperf"):
         other = client_module(name)
         if other is not own and other.given(opts):
             raise ConfigError(f"{other.given(opts)[0]} is an option of the {name} client: add --client {name}")
@@ -190,7 +190,7 @@ def check_client(opts: SimOptions, run_options: dict) -> bool:
     given += [flag for flag, v in run_options.items() if v]
     if opts.burstiness != 1.0:
         given.append("--burstiness")
-    if opts.workload != "seed":
+    if opts.workload != "seed" and not getattr(own, "TAKES_WORKLOAD", False):
         given.append("--workload")
     if given:
         raise ConfigError(f"{given[0]}: not an option of --client {own.NAME}, which sends its own load "
@@ -206,9 +206,15 @@ def run_client(opts: SimOptions, cfg, policy: str, cm, outputs: list[Path]) -> N
     from servesim.clients import client_module
 
     client = client_module(opts.client)
-    result, measured = client.run(client.plan(opts), cfg, policy, cm)
+    if getattr(client, "TAKES_WORKLOAD", False):  # its samples: the workload's requests, as vllm bench loads them
+        from servesim.cli.workload import workload_from_options
+
+        load = client.plan(opts, workload_from_options(opts.workload, **opts.loader_options()))
+    else:
+        load = client.plan(opts)
+    result, measured = client.run(load, cfg, policy, cm)
     rejected_note(result)
-    m = client.metrics(result, measured, opts.streaming)
+    m = client.summarize(result, measured, load, opts)
     print(client.format_metrics(m))
     for path in outputs:
         write_json(path, {"client": client.NAME, "client_version": client.VERSION, "records": m,

@@ -4,7 +4,9 @@ how it defines and aggregates its metrics, so that a prediction is compared with
 - `vllm_bench`: `vllm bench serve` (servesim's default load: `--request-rate`, `--burstiness`,
   `--max-concurrency`; its metrics are `servesim.analysis.benchmark`'s);
 - `aiperf`: NVIDIA AIPerf (`--concurrency`, `--request-rate`, `--request-count`, `--warmup-request-count`,
-  `--isl`/`--osl` with their stddevs, `--streaming`).
+  `--isl`/`--osl` with their stddevs, `--streaming`);
+- `mlperf`: MLPerf Inference LoadGen's Server and Offline scenarios (`--scenario`, `--target-qps`,
+  `--min-duration-ms`, `--min-query-count`), the samples taken from `--workload`, and its VALID/INVALID verdict.
 
 `servesim run --client NAME` chooses one; each client's flags are refused under another. See docs/clients.md.
 """
@@ -16,7 +18,8 @@ from types import ModuleType
 
 from servesim.errors import ConfigError
 
-CLIENTS = {"vllm-bench": "servesim.clients.vllm_bench", "aiperf": "servesim.clients.aiperf"}
+CLIENTS = {"vllm-bench": "servesim.clients.vllm_bench", "aiperf": "servesim.clients.aiperf",
+           "mlperf": "servesim.clients.mlperf"}
 DEFAULT_CLIENT = "vllm-bench"
 
 

@@ -199,6 +199,11 @@ def metrics(result: Any, measured: np.ndarray, streaming: bool) -> dict[str, dic
     return out
 
 
+def summarize(result: Any, measured: np.ndarray, load: Load, opts: Any) -> dict[str, dict[str, float]]:
+    """The client's report of a run (every client has one): AIPerf's metrics."""
+    return metrics(result, measured, opts.streaming)
+
+
 def _stats(values: np.ndarray, unit: str) -> dict[str, float]:
     if not values.size:
         return {"unit": unit}
