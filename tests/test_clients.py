@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from helpers import cli
 
-from servesim.clients import aiperf, mlperf
+from servesim.clients import aiperf, inference_perf, mlperf
 from servesim.engine.request import Request
 from servesim.engines.config import EngineConfig
 from servesim.errors import ConfigError
@@ -190,3 +190,80 @@ def test_run_client_mlperf_from_the_command_line(monkeypatch, capsys):
     assert code == 0, err
     # one pass of the 456 samples reaches 60 s at 5 queries/s; 456 < 459: early stopping cannot pass
     assert "Result is : INVALID" in out and "Early stopping satisfied: NO" in out
+
+
+# -- inference-perf ------------------------------------------------------------------------------------------------
+
+def _ip(tmp_path, config: str, **given) -> SimpleNamespace:
+    path = tmp_path / "config.yml"
+    path.write_text(config)
+    base = {f: getattr(inference_perf.InferencePerfFlags, f) for f in inference_perf.OWN}
+    return SimpleNamespace(**(base | {"config_file": path, "seed": 0} | given))
+
+
+TWO_STAGES = """
+load:
+  type: constant
+  interval: 1
+  stages: [{rate: 1, duration: 1}, {rate: 1, duration: 1}]
+data:
+  type: random
+  input_distribution: {mean: 10, std_dev: 0}
+  output_distribution: {min: 1, mean: 2, std_dev: 0}
+"""
+
+
+def test_inference_perf_two_stages_back_to_back(tmp_path):
+    # stage 0: one request, its schedule 1 s after the stage starts and its one gap scaled to the 1 s duration:
+    # sent at 2 s; unit cost, 10-token prompt, 2 tokens: done at 4 s. inference-perf looks every second from
+    # the stage's start (done at its look at 4 s), waits the 1 s interval: stage 1 starts at 5 s, sends at 7 s
+    load = inference_perf.plan(_ip(tmp_path, TWO_STAGES), [])
+    result, stage_of = inference_perf.run(load, EngineConfig(), "vllm", "unit")
+    assert [(r.id, r.arrival_time, r.finish_time) for r in result.requests] == [("s0-0", 2.0, 4.0),
+                                                                                ("s1-0", 7.0, 9.0)]
+    m = inference_perf.summarize(result, stage_of, load, None)
+    s0 = m["stage_0_lifecycle_metrics"]["successes"]
+    assert s0["count"] == 1 and s0["latency"]["time_to_first_token"]["median"] == 1.0
+    assert s0["latency"]["time_per_output_token"]["mean"] == 1.0  # (last - first token) / (2 - 1)
+    assert s0["latency"]["normalized_time_per_output_token"]["mean"] == 1.0  # 2 s over 2 tokens
+    assert m["summary_lifecycle_metrics"]["benchmark_time_seconds"] == 7.0  # 2 s to 9 s
+
+
+def test_inference_perf_poisson_spreads_each_seconds_count_over_it(tmp_path):
+    rng = np.random.default_rng(3)
+    times = inference_perf._times(rng, "poisson", 5.0, 4.0, 20)
+    assert len(times) == 20 and (times > 0).all() and (np.diff(times) > 0).all()
+    for second in np.unique(np.ceil(times - 1e-9)):  # each second's last send on its boundary
+        assert times[np.ceil(times - 1e-9) == second].max() == pytest.approx(second)
+
+
+def test_inference_perf_shared_prefix_shares_each_groups_system_prompt(tmp_path):
+    config = ("load: {stages: [{rate: 4, duration: 1}]}\n"
+              "data: {type: shared_prefix, shared_prefix: {num_groups: 2, num_prompts_per_group: 2, "
+              "system_prompt_len: 32, question_len: 16, output_len: 4}}\n")
+    load = inference_perf.plan(_ip(tmp_path, config), [])
+    assert sorted(r.prompt_len for r in load.data) == [48] * 4
+    by_group = {}
+    for r in load.data:  # a group's two 16-token system blocks, then the question's own
+        by_group.setdefault(r.hash_ids[0][1], []).append(r.hash_ids)
+    assert all(a[:2] == b[:2] and a[2] != b[2] for a, b in by_group.values())
+
+
+@pytest.mark.parametrize("config, words", [
+    ("load: {stages: []}", "give --stages"),
+    ("load: {type: trace_replay, stages: [{rate: 1, duration: 1}]}", "constant and poisson"),
+    ("load: {stages: [{rate: 1, duration: 1}]}\ndata: {type: shareGPT}", "random and shared_prefix"),
+])
+def test_inference_perf_refusals(tmp_path, config, words):
+    with pytest.raises(ConfigError, match=words):
+        inference_perf.plan(_ip(tmp_path, config), [])
+
+
+def test_run_client_inference_perf_from_the_command_line(monkeypatch, capsys, tmp_path):
+    (tmp_path / "c.yml").write_text(TWO_STAGES)
+    code, out, err = cli(monkeypatch, capsys, "run", "--client", "inference-perf", "--config-file",
+                         str(tmp_path / "c.yml"), "--cost", "unit", "--json", str(tmp_path / "r.json"))
+    assert code == 0, err
+    assert "stage 0" in out and "summary" in out
+    data = json.loads((tmp_path / "r.json").read_text())["records"]
+    assert data["stage_1_lifecycle_metrics"]["successes"]["count"] == 1

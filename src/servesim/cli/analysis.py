@@ -177,12 +177,12 @@ VLLM_BENCH_LOAD = {"max_concurrency": "--max-concurrency", "num_requests": "--nu
 def check_client(opts: SimOptions, run_options: dict) -> bool:
     """Whether `run` goes to another client than vllm bench serve (`--client`); each client's flags are refused
     under another, and vllm bench serve's load options and `run`'s vLLM-result options under any other."""
-    from servesim.clients import DEFAULT_CLIENT, client_module
+    from servesim.clients import CLIENTS, DEFAULT_CLIENT, client_module
 
     own = client_module(opts.client)
-    for name in ("aiperf", "mlperf"):
+    for name in CLIENTS:
         other = client_module(name)
-        if other is not own and other.given(opts):
+        if other is not own and other.FLAGS is not None and other.given(opts):
             raise ConfigError(f"{other.given(opts)[0]} is an option of the {name} client: add --client {name}")
     if own.NAME == DEFAULT_CLIENT:
         return False

@@ -6,7 +6,9 @@ how it defines and aggregates its metrics, so that a prediction is compared with
 - `aiperf`: NVIDIA AIPerf (`--concurrency`, `--request-rate`, `--request-count`, `--warmup-request-count`,
   `--isl`/`--osl` with their stddevs, `--streaming`);
 - `mlperf`: MLPerf Inference LoadGen's Server and Offline scenarios (`--scenario`, `--target-qps`,
-  `--min-duration-ms`, `--min-query-count`), the samples taken from `--workload`, and its VALID/INVALID verdict.
+  `--min-duration-ms`, `--min-query-count`), the samples taken from `--workload`, and its VALID/INVALID verdict;
+- `inference_perf`: Kubernetes SIG inference-perf's load stages (`--config-file`, or `--stages` and
+  `--load-type`), its random and shared_prefix data, its lifecycle metrics per stage.
 
 `servesim run --client NAME` chooses one; each client's flags are refused under another. See docs/clients.md.
 """
@@ -19,7 +21,7 @@ from types import ModuleType
 from servesim.errors import ConfigError
 
 CLIENTS = {"vllm-bench": "servesim.clients.vllm_bench", "aiperf": "servesim.clients.aiperf",
-           "mlperf": "servesim.clients.mlperf"}
+           "mlperf": "servesim.clients.mlperf", "inference-perf": "servesim.clients.inference_perf"}
 DEFAULT_CLIENT = "vllm-bench"
 
 
