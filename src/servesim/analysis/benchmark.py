@@ -277,9 +277,12 @@ def benchmark_metrics(
     goodput: dict[str, float] | None = None,
     warmup: float = 0.0,
     cooldown: float = 0.0,
+    keep: np.ndarray | None = None,
 ) -> BenchmarkMetrics:
-    """`vllm bench serve`'s metrics of a simulated run (see the module docstring for every definition)."""
-    keep = window(result, warmup, cooldown) if warmup or cooldown else None
+    """`vllm bench serve`'s metrics of a simulated run (see the module docstring for every definition). `keep`:
+    the requests the client measures (workload order; its warm-up requests left out)."""
+    if warmup or cooldown:
+        keep = window(result, warmup, cooldown) & (True if keep is None else keep)
     a = request_arrays(result, keep)
     total = len(result.timelines) if keep is None else int(keep.sum())
     duration = float(a.finish.max() - a.arrival.min()) if a.finish.size else 0.0

@@ -1,0 +1,155 @@
+"""Each measured point simulated under its client and compared, metric by metric, without fitting anything on it.
+
+The method, as printed with every result: the deployment is built from the row alone (model, GPU, TP, engine and
+its knobs, the cost model's constants from kernel measurements and datasheets); the client sends the row's load
+(`concurrency`: a closed loop of identical requests started together; `request_rate`: Poisson arrivals, seed 0)
+after its warm-up, which it does not measure; each metric is the client's own definition (vllm bench serve's
+means: TTFT, TPOT = (e2el - ttft) / (n - 1), ITL token-weighted, E2EL, output tokens/s; AIPerf's: TTFT, ITL =
+(latency - TTFT) / (OSL - 1), request latency, output token throughput). The error is (predicted - measured) /
+measured; MAPE its mean absolute value. A row servesim cannot express is counted out of reach, with the reason.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field, replace
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+
+from servesim.errors import ServesimError
+from servesim.validate.rows import METRICS, Point
+
+METHOD = ("no fitting on the scored rows; each deployment built from its row; the client's load after its warm-up "
+          "(not measured); each metric by the client's own definition; error = (predicted - measured) / measured")
+GROUPS = ("model", "gpu", "engine", "client", "load")
+
+
+@dataclass(slots=True)
+class Report:
+    rows: int = 0
+    predicted: list = field(default_factory=list)  # (point, predictions, errors %)
+    out_of_reach: list = field(default_factory=list)  # (line, reason)
+
+    def mape(self, metric: str, rows: list | None = None) -> float | None:
+        errs = [e[metric] for _, _, e in (self.predicted if rows is None else rows) if metric in e]
+        return float(np.mean(np.abs(errs))) if errs else None
+
+    def signed(self, metric: str, rows: list | None = None) -> float | None:
+        errs = [e[metric] for _, _, e in (self.predicted if rows is None else rows) if metric in e]
+        return float(np.mean(errs)) if errs else None
+
+    def groups(self) -> dict[str, dict[str, list]]:
+        out: dict[str, dict[str, list]] = {g: defaultdict(list) for g in GROUPS}
+        for row in self.predicted:
+            for g in GROUPS:
+                out[g][group_of(row[0], g)].append(row)
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {"method": METHOD, "rows": self.rows, "predicted": len(self.predicted),
+                               "out_of_reach": [{"line": line, "reason": why} for line, why in self.out_of_reach]}
+        for m in METRICS:
+            doc[f"{m.removesuffix('_ms')}_mape"] = self.mape(m)
+            doc[f"{m.removesuffix('_ms')}_signed_error"] = self.signed(m)
+        doc["groups"] = {g: {k: {"rows": len(v), **{f"{m.removesuffix('_ms')}_mape": self.mape(m, v)
+                                                    for m in METRICS if self.mape(m, v) is not None}}
+                             for k, v in by.items()} for g, by in self.groups().items()}
+        doc["points"] = [{"line": p.line, **p.fields, "measured": p.measured, "predicted": pred, "error_pct": err}
+                         for p, pred, err in self.predicted]
+        return doc
+
+
+def group_of(p: Point, g: str) -> str:
+    f = p.fields
+    if g == "engine":
+        return f["engine"] + (f" {f['engine_version']}" if "engine_version" in f else "")
+    if g == "load":
+        if "request_rate" in f:
+            return "rate"
+        c = f["concurrency"]
+        return "c1" if c == 1 else "c2-8" if c <= 8 else "c9-64" if c <= 64 else "c65+"
+    return str(f[g])
+
+
+def score(points: list[Point], progress=None) -> Report:
+    report = Report(rows=len(points))
+    for p in points:
+        try:
+            pred = predict(p)
+        except ServesimError as exc:
+            report.out_of_reach.append((p.line, str(exc)))
+        else:
+            err = {m: (pred[m] - v) / v * 100 for m, v in p.measured.items() if m in pred}
+            report.predicted.append((p, pred, err))
+        if progress is not None:
+            progress()
+    return report
+
+
+def predict(p: Point) -> dict[str, float]:
+    """The row's metrics as servesim predicts them under its client."""
+    from servesim.defaults import build_cost
+    from servesim.engines.config import EngineConfig
+    from servesim.engines.registry import engine_for
+
+    f = p.fields
+    spec = engine_for(f["engine"])
+    cost_name = f.get("cost", "roofline")
+    cost = build_cost("toy") if cost_name == "toy" else build_cost(
+        cost_name, model=f["model"], gpu=f["gpu"], tp=f.get("tp", 1), quantization=f.get("quantization"),
+        default_engine=spec.host_preset)
+    knobs = {k: f[k] for k in ("max_num_seqs", "max_num_batched_tokens") if k in f}
+    cfg = EngineConfig(**knobs)
+    if spec.from_shared_sizes is not None:
+        cfg, _ = spec.from_shared_sizes(cfg)
+    if f["client"] == "aiperf":
+        return _aiperf(f, cfg, cost)
+    if f["client"] == "vllm-bench":
+        return _vllm_bench(f, cfg, cost)
+    from servesim.errors import ConfigError
+
+    raise ConfigError(f"client {f['client']!r}: validate takes vllm-bench and aiperf rows")
+
+
+def _vllm_bench(f: dict, cfg: Any, cost: Any) -> dict[str, float]:
+    from servesim.analysis.benchmark import benchmark_metrics
+    from servesim.engine import simulate
+    from servesim.engine.request import Request
+    from servesim.workloads.synthetic import arrival_times
+
+    n, w = f["num_requests"], f.get("warmup_requests", 0)
+    if "concurrency" in f:
+        cfg, times = replace(cfg, max_concurrency=f["concurrency"]), np.zeros(n)
+    else:
+        times = arrival_times(n, f["request_rate"], 1.0, np.random.default_rng(0))
+    start = 0.0
+    warm = [Request(f"w{i}", 0.0, f["isl"], f["osl"]) for i in range(w)]
+    if warm:  # vllm bench serve's --num-warmups: sent and awaited before the benchmark, not measured
+        t = simulate(warm, cfg, f["engine"], cost, record="summary").timelines
+        start = float(np.nanmax(t.finish_time))
+    reqs = warm + [Request(f"r{i}", start + float(a), f["isl"], f["osl"]) for i, a in enumerate(times)]
+    result = simulate(reqs, cfg, f["engine"], cost, record="summary")
+    keep = np.array([r.request_id.startswith("r") for r in reqs])
+    m = benchmark_metrics(result, keep=keep)
+    s = m.summaries  # (in ms, as vllm bench serve reports them)
+    return {"ttft_ms": s["ttft"].mean, "tpot_ms": s["tpot"].mean, "itl_ms": s["itl"].mean, "e2el_ms": s["e2el"].mean,
+            "output_throughput": m.output_throughput}
+
+
+def _aiperf(f: dict, cfg: Any, cost: Any) -> dict[str, float]:
+    from servesim.clients import aiperf
+
+    opts = SimpleNamespace(concurrency=f.get("concurrency"), request_rate=f.get("request_rate"),
+                           request_count=f["num_requests"], warmup_request_count=f.get("warmup_requests", 0),
+                           isl=f["isl"], isl_stddev=0.0, osl=f["osl"], osl_stddev=0.0, num_dataset_entries=1,
+                           request_rate_mode="poisson", streaming=True, seed=0)
+    load = aiperf.plan(opts)
+    m = aiperf.metrics(*aiperf.run(load, cfg, f["engine"], cost), streaming=True)
+    out = {"ttft_ms": m["time_to_first_token"].get("avg"), "e2el_ms": m["request_latency"].get("avg"),
+           "output_throughput": m["output_token_throughput"]["avg"]}
+    itl = m["inter_token_latency"].get("avg")
+    if itl is not None:
+        out["tpot_ms"] = out["itl_ms"] = itl  # AIPerf's ITL is per request (latency - TTFT) / (OSL - 1)
+    return {k: v for k, v in out.items() if v is not None}
