@@ -9,10 +9,17 @@ from servesim.errors import ConfigError
 
 ISSUE_MODELS = ["bloom-176b", "llama-2-70b", "llama-2-7b", "llama-3-70b", "llama-3-8b", "mistral-7b",
                 "mixtral-8x7b", "qwen2.5-72b", "qwen2.5-7b"]
+# the measured deployments' dense models (AIConfigurator's silicon file, `servesim validate aic-silicon`)
+MEASURED_MODELS = ["llama-3.1-70b", "llama-3.1-8b", "qwen3-32b"]
 
 
 def test_builtin_models_are_the_issue_list():
-    assert builtin_models() == ISSUE_MODELS
+    assert builtin_models() == sorted(ISSUE_MODELS + MEASURED_MODELS)
+
+
+def test_qwen3_32b_has_its_published_size():
+    # Qwen's model card: 32.8B parameters (head_dim 128, not hidden_size / heads = 80)
+    assert round(load_model("qwen3-32b").num_parameters / 1e9, 1) == 32.8
 
 
 def test_llama_3_8b_parameter_count_is_the_published_one_less_norms():

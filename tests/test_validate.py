@@ -57,3 +57,37 @@ def test_a_malformed_row_is_named(tmp_path, text, words):
     path.write_text(text)
     with pytest.raises(WorkloadError, match=words):
         read_points(path)
+
+
+SILICON_HEAD = ("id,silicon_data_source,backend,backend_version,model_path,system,precision,mode,isl,osl,"
+                "gemm_quant_mode,moe_quant_mode,batch_size,tp_size,pp_size,attention_dp_size,moe_tp_size,moe_ep_size,"
+                "silicon_ttft_ms,silicon_tpot_ms\n")
+
+
+def test_aic_silicon_rows_as_deployments(tmp_path):
+    # AIConfigurator's format (aiconfigurator_core/systems/silicon_sample.csv): one expressible row, and one row
+    # out of reach for each reason
+    rows = ["ok,src,vllm,0.12.0,Qwen/Qwen3-32B,h100_sxm,fp8,agg,1024,128,fp8,,16,2,1,,,,100,10",
+            "pd,src,vllm,0.12.0,Qwen/Qwen3-32B,h100_sxm,fp8,disagg,1024,128,fp8,,16,2,1,,,,100,10",
+            "moe,src,vllm,0.12.0,deepseek-ai/DeepSeek-R1,h200_sxm,fp8,agg,1024,128,fp8,fp8,16,8,1,,,,100,10",
+            "bw,src,vllm,0.12.0,Qwen/Qwen3-32B,b200_sxm,fp8,agg,1024,128,fp8,,16,2,1,,,,100,10",
+            "trt,src,trtllm,1.0,Qwen/Qwen3-32B,h100_sxm,fp8,agg,1024,128,fp8,,16,2,1,,,,100,10",
+            "blk,src,sglang,0.5.9,Qwen/Qwen3-32B,h100_sxm,fp8,agg,1024,128,fp8_block,,16,2,1,,,,100,10",
+            "dp,src,sglang,0.5.9,Qwen/Qwen3-32B,h100_sxm,,agg,1024,128,,,16,2,1,2,,,100,10"]
+    (tmp_path / "s.csv").write_text(SILICON_HEAD + "\n".join(rows) + "\n")
+    from servesim.validate.aic import read_silicon
+
+    points, out = read_silicon(tmp_path / "s.csv")
+    assert [p.fields["id"] for p in points] == ["ok"]
+    f = points[0].fields
+    # a closed loop of 16, one wave of warm-up, four measured; FP8 GEMMs as --quantization fp8
+    assert (f["model"], f["gpu"], f["tp"], f["concurrency"], f["warmup_requests"], f["num_requests"],
+            f["quantization"]) == ("qwen3-32b", "h100-80gb", 2, 16, 16, 64, "fp8")
+    assert points[0].measured == {"ttft_ms": 100.0, "tpot_ms": 10.0}
+    assert [why for _, why in out] == [
+        "pd: disagg serving with a closed-loop client is not modelled yet",
+        "moe: model deepseek-ai/DeepSeek-R1 is not a servesim model yet",
+        "bw: GPU b200_sxm is not a servesim GPU yet",
+        "trt: engine trtllm has no servesim scheduler yet",
+        "blk: fp8_block weights are not modelled yet",
+        "dp: attention_dp_size 2 is not modelled yet"]

@@ -11,11 +11,13 @@ from servesim.cli.app import app
 from servesim.cli.term import LazyConsole
 
 console = LazyConsole()
+MAX_LISTED = 20  # rows out of reach listed one by one; past that, counted by reason
 
 
 @app.command("validate")
 def validate_cmd(
-    source: Annotated[Path, typer.Argument(help="Your measurements: a CSV in docs/accuracy.md's format.")],
+    source: Annotated[str, typer.Argument(help="Your measurements (a CSV in docs/accuracy.md's format), or "
+                                            "aic-silicon: AIConfigurator's measured points (servesim[aic]).")],
     json_path: Annotated[Path | None, typer.Option("--json", help="Write the scores, every row and the rows out of "
                                                                   "reach here.")] = None,
 ) -> None:
@@ -28,16 +30,28 @@ def validate_cmd(
 
     if json_path is not None:
         check_output_file(json_path, "--json")
-    points = read_points(source)
+    skipped: list = []
+    if source == "aic-silicon":
+        from servesim.validate.aic import read_silicon
+
+        points, skipped = read_silicon()
+    else:
+        points = read_points(Path(source))
     from servesim.cli.plan import PointsProgress
 
     with PointsProgress(len(points), "rows") as bar:
         report = score(points, bar.advance)
+    report.rows += len(skipped)
+    report.out_of_reach = skipped + report.out_of_reach
     print(f"method: {METHOD}")
     print(f"{report.rows} rows: {len(report.predicted)} predicted, {len(report.out_of_reach)} out of reach")
     _table(report)
-    for line, why in report.out_of_reach:
-        print(f"  line {line}: out of reach: {why}")
+    if len(report.out_of_reach) > MAX_LISTED:
+        print("out of reach, by reason (--json lists every row):")
+        _reasons(report.out_of_reach)
+    else:
+        for line, why in report.out_of_reach:
+            print(f"  line {line}: out of reach: {why}")
     if json_path is not None:
         from servesim.export.json_records import write_json
 
@@ -67,3 +81,12 @@ def _table(report) -> None:
             for key, rows in sorted(by.items()):
                 t.add_row(f"{g} {key}", str(len(rows)), *cells(rows))
     console.print(t)
+
+
+def _reasons(out_of_reach: list) -> None:
+    """The rows out of reach counted by reason (the words after the row's id)."""
+    from collections import Counter
+
+    counts = Counter(why.split(": ", 1)[-1] for _, why in out_of_reach)
+    for why, n in counts.most_common():
+        print(f"  {n:>6,} rows: {why}")

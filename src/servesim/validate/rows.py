@@ -19,7 +19,7 @@ from servesim.errors import WorkloadError
 REQUIRED = ("model", "gpu", "engine", "client", "isl", "osl", "num_requests")
 METRICS = ("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms", "output_throughput")
 OPTIONAL = ("tp", "concurrency", "request_rate", "warmup_requests", "max_num_seqs", "max_num_batched_tokens",
-            "quantization", "cost", "engine_version")
+            "quantization", "cost", "engine_version", "id")
 INTS = ("tp", "isl", "osl", "num_requests", "concurrency", "warmup_requests", "max_num_seqs",
         "max_num_batched_tokens")
 

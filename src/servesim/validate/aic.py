@@ -1,0 +1,78 @@
+"""The `aic-silicon` source: AIConfigurator's measured points (`aiconfigurator_core/systems/silicon_sample.csv`,
+Apache-2.0, inside the `aiconfigurator-core` wheel: `pip install 'servesim[aic]'`), read as deployments.
+
+Each row is one point of a closed-loop concurrency sweep: `batch_size` requests in flight per engine, identical
+requests of `isl` input and `osl` output tokens, mean TTFT and TPOT measured. As servesim replays it: vllm bench
+serve's closed loop of `batch_size` (`--max-concurrency`), one wave of `batch_size` requests as warm-up (not
+measured), then 4 x `batch_size` (at least 8) measured; the engine's defaults for the GPU; FP8 weights where the
+row's GEMMs are FP8. A row servesim cannot express yet is out of reach, with the reason (a model or GPU it does
+not know, TensorRT-LLM, disaggregated serving, pipeline or attention-data parallelism, FP8 block scaling, FP4,
+INT4).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from servesim.errors import ConfigError
+from servesim.validate.rows import Point
+
+MODELS = {"meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b", "nvidia/Llama-3.1-8B-Instruct-FP8": "llama-3.1-8b",
+          "meta-llama/Llama-3.1-70B": "llama-3.1-70b", "Qwen/Qwen3-32B": "qwen3-32b"}
+GPUS = {"h100_sxm": "h100-80gb", "h200_sxm": "h200"}
+ENGINES = ("vllm", "sglang")
+MEASURED_WAVES, MIN_MEASURED = 4, 8
+
+
+def silicon_csv() -> Path:
+    try:
+        import aiconfigurator_core
+    except ImportError:
+        raise ConfigError("validate aic-silicon needs aiconfigurator-core (AIConfigurator's measured points): "
+                          "pip install 'servesim[aic]'") from None
+    path = Path(aiconfigurator_core.__file__).parent / "systems" / "silicon_sample.csv"
+    if not path.is_file():
+        raise ConfigError(f"{path}: not in this aiconfigurator-core; expected systems/silicon_sample.csv")
+    return path
+
+
+def read_silicon(path: Path | None = None) -> tuple[list[Point], list[tuple[int, str]]]:
+    """(the rows servesim can express, as points; every other row's line and reason)."""
+    import polars as pl
+
+    path = path or silicon_csv()
+    df = pl.read_csv(path, infer_schema_length=0)
+    points, out = [], []
+    for i, row in enumerate(df.iter_rows(named=True)):
+        line = i + 2
+        why = _out_of_reach(row)
+        if why:
+            out.append((line, f"{row['id']}: {why}"))
+            continue
+        c = int(row["batch_size"])
+        fields = {"model": MODELS[row["model_path"]], "gpu": GPUS[row["system"]], "engine": row["backend"],
+                  "engine_version": row["backend_version"] or "?", "client": "vllm-bench", "tp": int(row["tp_size"]),
+                  "concurrency": c, "isl": int(row["isl"]), "osl": int(row["osl"]),
+                  "num_requests": max(MIN_MEASURED, MEASURED_WAVES * c), "warmup_requests": c, "id": row["id"]}
+        if row["gemm_quant_mode"] == "fp8":
+            fields["quantization"] = "fp8"
+        measured = {"ttft_ms": float(row["silicon_ttft_ms"]), "tpot_ms": float(row["silicon_tpot_ms"])}
+        points.append(Point(line, fields, measured))
+    return points, out
+
+
+def _out_of_reach(row: dict) -> str | None:
+    if row["mode"] != "agg":
+        return f"{row['mode']} serving with a closed-loop client is not modelled yet"
+    if row["model_path"] not in MODELS:
+        return f"model {row['model_path']} is not a servesim model yet"
+    if row["system"] not in GPUS:
+        return f"GPU {row['system']} is not a servesim GPU yet"
+    if row["backend"] not in ENGINES:
+        return f"engine {row['backend']} has no servesim scheduler yet"
+    for name in ("pp_size", "attention_dp_size", "moe_ep_size"):
+        if row[name] not in (None, "", "0", "1"):  # (0: not set, for a dense model)
+            return f"{name} {row[name]} is not modelled yet"
+    if row["gemm_quant_mode"] not in (None, "", "fp8"):
+        return f"{row['gemm_quant_mode']} weights are not modelled yet"
+    return None
