@@ -91,3 +91,17 @@ def test_aic_silicon_rows_as_deployments(tmp_path):
         "trt: engine trtllm has no servesim scheduler yet",
         "blk: fp8_block weights are not modelled yet",
         "dp: attention_dp_size 2 is not modelled yet"]
+
+
+def test_a_staggered_closed_loop_by_hand():
+    # toy cost, concurrency 2, 100-token prompts, 3 tokens: alone a request takes 12 ms (a 10 ms prompt step, two
+    # 1 ms decodes), so the users start 6 ms apart. r0: prompt [0, 10]; r1 arrives at 6 and prefills beside r0's
+    # decode in [10, 21] (11 ms); both decode in [21, 23]: r0 done at 23; r1's last in [23, 24]. TTFT 10 and 15
+    # ms (mean 12.5), TPOT (23 - 10) / 2 = 6.5 and (24 - 21) / 2 = 1.5 (mean 4), E2EL 23 and 18 (mean 20.5)
+    from servesim.validate.rows import Point
+    from servesim.validate.score import predict
+
+    p = Point(2, {"model": "m", "gpu": "g", "engine": "vllm", "client": "vllm-bench", "concurrency": 2, "isl": 100,
+                  "osl": 3, "num_requests": 2, "cost": "toy", "start": "staggered"}, {"ttft_ms": 1.0})
+    assert predict(p) == pytest.approx({"ttft_ms": 12.5, "tpot_ms": 4.0, "itl_ms": 4.0, "e2el_ms": 20.5,
+                                        "output_throughput": 250.0})  # 6 tokens over 24 ms

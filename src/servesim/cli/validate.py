@@ -9,6 +9,7 @@ import typer
 
 from servesim.cli.app import app
 from servesim.cli.term import LazyConsole
+from servesim.errors import ConfigError
 
 console = LazyConsole()
 MAX_LISTED = 20  # rows out of reach listed one by one; past that, counted by reason
@@ -20,6 +21,9 @@ def validate_cmd(
                                             "aic-silicon: AIConfigurator's measured points (servesim[aic]).")],
     json_path: Annotated[Path | None, typer.Option("--json", help="Write the scores, every row and the rows out of "
                                                                   "reach here.")] = None,
+    start: Annotated[str, typer.Option("--start", help="aic-silicon: how a closed loop's users start: staggered (a "
+                                       "desynchronised stream) | together (identical requests in waves).")] =
+    "staggered",
 ) -> None:
     """Simulate every measured point under its client and compare: MAPE and signed error per metric, overall and
     by model, GPU, engine, client and load; every row servesim cannot express, with the reason. Nothing is
@@ -34,8 +38,10 @@ def validate_cmd(
     if source == "aic-silicon":
         from servesim.validate.aic import read_silicon
 
-        points, skipped = read_silicon()
+        points, skipped = read_silicon(start=start)
     else:
+        if start != "staggered":
+            raise ConfigError("--start sets how aic-silicon's loops start; your CSV says it per row (its start column)")
         points = read_points(Path(source))
     from servesim.cli.plan import PointsProgress
 

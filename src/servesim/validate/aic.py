@@ -3,11 +3,12 @@ Apache-2.0, inside the `aiconfigurator-core` wheel: `pip install 'servesim[aic]'
 
 Each row is one point of a closed-loop concurrency sweep: `batch_size` requests in flight per engine, identical
 requests of `isl` input and `osl` output tokens, mean TTFT and TPOT measured. As servesim replays it: vllm bench
-serve's closed loop of `batch_size` (`--max-concurrency`), one wave of `batch_size` requests as warm-up (not
-measured), then 4 x `batch_size` (at least 8) measured; the engine's defaults for the GPU; FP8 weights where the
-row's GEMMs are FP8. A row servesim cannot express yet is out of reach, with the reason (a model or GPU it does
-not know, TensorRT-LLM, disaggregated serving, pipeline or attention-data parallelism, FP8 block scaling, FP4,
-INT4).
+serve's closed loop of `batch_size` (`--max-concurrency`) whose users start staggered, a C-th of a lone request's
+latency apart (a desynchronised stream; `--start together` keeps them in waves), the loop's first `batch_size`
+requests as warm-up (not measured), then 4 x `batch_size` (at least 8) measured; the engine's defaults for the
+GPU; FP8 weights where the row's GEMMs are FP8. A row servesim cannot express yet is out of reach, with the
+reason (a model or GPU it does not know, TensorRT-LLM, disaggregated serving, pipeline or attention-data
+parallelism, FP8 block scaling, FP4, INT4).
 """
 
 from __future__ import annotations
@@ -36,8 +37,9 @@ def silicon_csv() -> Path:
     return path
 
 
-def read_silicon(path: Path | None = None) -> tuple[list[Point], list[tuple[int, str]]]:
-    """(the rows servesim can express, as points; every other row's line and reason)."""
+def read_silicon(path: Path | None = None, start: str = "staggered") -> tuple[list[Point], list[tuple[int, str]]]:
+    """(the rows servesim can express, as points; every other row's line and reason). `start`: how the closed
+    loop's users start (`rows.py`): staggered (a desynchronised stream) or together (waves)."""
     import polars as pl
 
     path = path or silicon_csv()
@@ -52,7 +54,7 @@ def read_silicon(path: Path | None = None) -> tuple[list[Point], list[tuple[int,
         c = int(row["batch_size"])
         fields = {"model": MODELS[row["model_path"]], "gpu": GPUS[row["system"]], "engine": row["backend"],
                   "engine_version": row["backend_version"] or "?", "client": "vllm-bench", "tp": int(row["tp_size"]),
-                  "concurrency": c, "isl": int(row["isl"]), "osl": int(row["osl"]),
+                  "concurrency": c, "isl": int(row["isl"]), "osl": int(row["osl"]), "start": start,
                   "num_requests": max(MIN_MEASURED, MEASURED_WAVES * c), "warmup_requests": c, "id": row["id"]}
         if row["gemm_quant_mode"] == "fp8":
             fields["quantization"] = "fp8"

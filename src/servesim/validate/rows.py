@@ -5,7 +5,9 @@ Columns: `model`, `gpu`, `engine` (a servesim policy: vllm, sglang, ...), `tp`, 
 `num_requests`, and at least one measured metric: `ttft_ms`, `tpot_ms`, `itl_ms`, `e2el_ms` (means, the client's
 own definitions), `output_throughput` (tokens/s). Optional: `warmup_requests` (excluded from the metrics, as the
 client excludes them), `max_num_seqs`, `max_num_batched_tokens`, `quantization`, `cost` (a servesim cost model:
-default `roofline`; `toy` makes predictions derivable by hand), `engine_version` (carried into the groups).
+default `roofline`; `toy` makes predictions derivable by hand), `engine_version` (carried into the groups), `start`
+(`together`, the default: a closed loop's users all start at 0, and identical requests stay in waves;
+`staggered`: they start a C-th of a lone request's latency apart, a desynchronised stream).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from servesim.errors import WorkloadError
 REQUIRED = ("model", "gpu", "engine", "client", "isl", "osl", "num_requests")
 METRICS = ("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms", "output_throughput")
 OPTIONAL = ("tp", "concurrency", "request_rate", "warmup_requests", "max_num_seqs", "max_num_batched_tokens",
-            "quantization", "cost", "engine_version", "id")
+            "quantization", "cost", "engine_version", "id", "start")
 INTS = ("tp", "isl", "osl", "num_requests", "concurrency", "warmup_requests", "max_num_seqs",
         "max_num_batched_tokens")
 
@@ -70,6 +72,8 @@ def _point(path: Path, line: int, row: dict) -> Point:
             fields[name] = text.strip()
     if not measured:
         raise WorkloadError(f"{path}:{line}: no measured metric; expected one of {', '.join(METRICS)}")
+    if fields.get("start", "together") not in ("together", "staggered"):
+        raise WorkloadError(f"{path}:{line}: start: got {fields['start']!r}; expected together or staggered")
     if ("concurrency" in fields) == ("request_rate" in fields):
         raise WorkloadError(f"{path}:{line}: give one of concurrency and request_rate (the client's load)")
     return Point(line, fields, measured)

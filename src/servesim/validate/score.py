@@ -120,6 +120,8 @@ def _vllm_bench(f: dict, cfg: Any, cost: Any) -> dict[str, float]:
     from servesim.workloads.synthetic import arrival_times
 
     n, w = f["num_requests"], f.get("warmup_requests", 0)
+    if f.get("start") == "staggered":
+        return _staggered(f, cfg, cost)
     if "concurrency" in f:
         cfg, times = replace(cfg, max_concurrency=f["concurrency"]), np.zeros(n)
     else:
@@ -134,6 +136,28 @@ def _vllm_bench(f: dict, cfg: Any, cost: Any) -> dict[str, float]:
     keep = np.array([r.request_id.startswith("r") for r in reqs])
     m = benchmark_metrics(result, keep=keep)
     s = m.summaries  # (in ms, as vllm bench serve reports them)
+    return {"ttft_ms": s["ttft"].mean, "tpot_ms": s["tpot"].mean, "itl_ms": s["itl"].mean, "e2el_ms": s["e2el"].mean,
+            "output_throughput": m.output_throughput}
+
+
+def _staggered(f: dict, cfg: Any, cost: Any) -> dict[str, float]:
+    """A desynchronised closed loop of C users (`start` staggered): the users' first requests go one C-th of a
+    lone request's latency apart, so that completions, and the sends they release, stay spread over a request's
+    life instead of in waves; the first `warmup_requests` of the loop are not measured."""
+    from servesim.analysis.benchmark import benchmark_metrics
+    from servesim.engine import simulate
+    from servesim.engine.request import Request
+    from servesim.errors import ConfigError
+
+    if "concurrency" not in f:
+        raise ConfigError("start staggered is a closed loop's: give concurrency")
+    c, w, n = f["concurrency"], f.get("warmup_requests", 0), f["num_requests"]
+    alone = simulate([Request("alone", 0.0, f["isl"], f["osl"])], cfg, f["engine"], cost, record="summary")
+    gap = float(alone.timelines.finish_time[0]) / c
+    reqs = [Request(f"r{i}", min(i, c - 1) * gap, f["isl"], f["osl"]) for i in range(w + n)]
+    result = simulate(reqs, replace(cfg, max_concurrency=c), f["engine"], cost, record="summary")
+    m = benchmark_metrics(result, keep=np.arange(w + n) >= w)
+    s = m.summaries
     return {"ttft_ms": s["ttft"].mean, "tpot_ms": s["tpot"].mean, "itl_ms": s["itl"].mean, "e2el_ms": s["e2el"].mean,
             "output_throughput": m.output_throughput}
 
