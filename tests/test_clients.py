@@ -267,3 +267,40 @@ def test_run_client_inference_perf_from_the_command_line(monkeypatch, capsys, tm
     assert "stage 0" in out and "summary" in out
     data = json.loads((tmp_path / "r.json").read_text())["records"]
     assert data["stage_1_lifecycle_metrics"]["successes"]["count"] == 1
+
+
+# -- sglang.bench_serving --------------------------------------------------------------------------------------------
+
+def _sgb(**given) -> SimpleNamespace:
+    base = {"request_rate": None, "max_concurrency": None, "num_requests": None, "dataset_name": None,
+            "random_input_len": None, "random_output_len": None, "random_range_ratio": None, "workload": "seed",
+            "warmup_requests": 1, "seed": 0}
+    return SimpleNamespace(**(base | given))
+
+
+def test_sglang_bench_warmup_pause_and_a_loop_of_one():
+    # one warm-up (the first prompt, at most 32 tokens: 3) at 0, done at 3 s on the unit cost; a 1 s pause: the
+    # benchmark starts at 4; --max-concurrency 1: b0 at 4 (done at 7), b1 sent at 7 (done at 10)
+    from servesim.clients import sglang_bench
+
+    samples = [Request("x", 5.0, 10, 3), Request("y", 9.0, 10, 3)]
+    load = sglang_bench.plan(_sgb(max_concurrency=1), samples)
+    result, measured = sglang_bench.run(load, EngineConfig(), "vllm", "unit")
+    assert _sends(result) == {"w0": 0.0, "b0": 4.0, "b1": 7.0}
+    m = sglang_bench.summarize(result, measured, load, None)
+    assert (m["completed"], m["duration"], m["mean_ttft_ms"], m["mean_e2e_latency_ms"]) == (2, 6.0, 1000.0, 3000.0)
+    assert m["mean_tpot_ms"] == 1000.0 and m["mean_itl_ms"] == 1000.0  # (3000 - 1000) / 2; every gap 1 s
+    assert m["concurrency"] == 1.0 and m["output_throughput"] == 1.0  # 6 s of E2E over 6 s; 6 tokens over 6 s
+
+
+def test_sglang_bench_arrivals_and_random_lengths():
+    from servesim.clients import sglang_bench
+
+    load = sglang_bench.plan(_sgb(request_rate=2.0, dataset_name="random", num_requests=50, random_input_len=100,
+                                  random_output_len=20, random_range_ratio=0.5, warmup_requests=0), [])
+    times = [r.arrival_time for r in load.benchmark]
+    assert times[0] == 0.0 and all(b > a for a, b in zip(times, times[1:]))  # the first at once, a gap after each
+    assert all(50 <= r.prompt_len <= 100 and 10 <= r.output_len <= 20 for r in load.benchmark)  # [int(L r), L]
+    flat = sglang_bench.plan(_sgb(dataset_name="random", num_requests=5, random_input_len=7, random_output_len=3,
+                                  random_range_ratio=1.0), [])
+    assert {(r.prompt_len, r.output_len, r.arrival_time) for r in flat.benchmark} == {(7, 3, 0.0)}  # rate inf

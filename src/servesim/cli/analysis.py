@@ -186,7 +186,8 @@ def check_client(opts: SimOptions, run_options: dict) -> bool:
             raise ConfigError(f"{other.given(opts)[0]} is an option of the {name} client: add --client {name}")
     if own.NAME == DEFAULT_CLIENT:
         return False
-    given = [flag for name, flag in VLLM_BENCH_LOAD.items() if getattr(opts, name) is not None]
+    shared = getattr(own, "SHARES_VLLM_LOAD", ())
+    given = [flag for name, flag in VLLM_BENCH_LOAD.items() if getattr(opts, name) is not None and name not in shared]
     given += [flag for flag, v in run_options.items() if v]
     if opts.burstiness != 1.0:
         given.append("--burstiness")
@@ -209,7 +210,8 @@ def run_client(opts: SimOptions, cfg, policy: str, cm, outputs: list[Path]) -> N
     if getattr(client, "TAKES_WORKLOAD", False):  # its samples: the workload's requests, as vllm bench loads them
         from servesim.cli.workload import workload_from_options
 
-        load = client.plan(opts, workload_from_options(opts.workload, **opts.loader_options()))
+        synthetic = "random" in (opts.dataset_name, opts.workload)  # (the client makes its own random lengths)
+        load = client.plan(opts, [] if synthetic else workload_from_options(opts.workload, **opts.loader_options()))
     else:
         load = client.plan(opts)
     result, measured = client.run(load, cfg, policy, cm)

@@ -8,7 +8,9 @@ how it defines and aggregates its metrics, so that a prediction is compared with
 - `mlperf`: MLPerf Inference LoadGen's Server and Offline scenarios (`--scenario`, `--target-qps`,
   `--min-duration-ms`, `--min-query-count`), the samples taken from `--workload`, and its VALID/INVALID verdict;
 - `inference_perf`: Kubernetes SIG inference-perf's load stages (`--config-file`, or `--stages` and
-  `--load-type`), its random and shared_prefix data, its lifecycle metrics per stage.
+  `--load-type`), its random and shared_prefix data, its lifecycle metrics per stage;
+- `sglang_bench`: `python -m sglang.bench_serving` (vllm bench serve's option names, its own arrivals, warm-up,
+  random lengths and metrics).
 
 `servesim run --client NAME` chooses one; each client's flags are refused under another. See docs/clients.md.
 """
@@ -21,7 +23,8 @@ from types import ModuleType
 from servesim.errors import ConfigError
 
 CLIENTS = {"vllm-bench": "servesim.clients.vllm_bench", "aiperf": "servesim.clients.aiperf",
-           "mlperf": "servesim.clients.mlperf", "inference-perf": "servesim.clients.inference_perf"}
+           "mlperf": "servesim.clients.mlperf", "inference-perf": "servesim.clients.inference_perf",
+           "sglang-bench": "servesim.clients.sglang_bench"}
 DEFAULT_CLIENT = "vllm-bench"
 
 
