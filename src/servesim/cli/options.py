@@ -38,6 +38,7 @@ from servesim.cli.workload import (
 from servesim.engine.request import Request
 from servesim.engines.config import EngineConfig
 from servesim.errors import ConfigError
+from servesim.flags import opt as _opt
 
 
 def policy_names() -> str:
@@ -48,10 +49,6 @@ def policy_names() -> str:
 
 
 Policy = Annotated[str, typer.Option("--policy", "-p", help=f"Scheduling policy: {policy_names()}.")]
-
-
-def _opt(*names: str, help: str) -> Any:
-    return typer.Option(*names, help=help)
 
 
 def _engine_flags() -> tuple[type, ...]:

@@ -33,18 +33,14 @@ from dataclasses import dataclass, replace
 from typing import Annotated, Any
 
 import numpy as np
-import typer
 
 from servesim.errors import ConfigError
+from servesim.flags import opt as _opt
 
 NAME = "aiperf"
 VERSION = "0.1.1 (db4f639)"
 PERCENTILES = (1, 5, 10, 25, 50, 75, 90, 95, 99)
 DEFAULT_REQUEST_COUNT, DEFAULT_ISL, DEFAULT_ENTRIES = 10, 550, 100
-
-
-def _opt(*names: str, help: str) -> Any:
-    return typer.Option(*names, help=help)
 
 
 @dataclass

@@ -29,19 +29,15 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import numpy as np
-import typer
 
 from servesim.errors import ConfigError, WorkloadError
+from servesim.flags import opt as _opt
 
 NAME = "inference-perf"
 VERSION = "v0.6.1-29 (kubernetes-sigs/inference-perf 7de5ef2)"
 TAKES_WORKLOAD = True  # without a config file's data section the requests are the --workload's
 PERCENTILES = (0.1, 1, 5, 10, 25, 50, 75, 90, 95, 99, 99.9)
 HEAD_START_S, POLL_S, PREFIX_BLOCK = 1.0, 1.0, 16
-
-
-def _opt(*names: str, help: str) -> Any:
-    return typer.Option(*names, help=help)
 
 
 @dataclass

@@ -29,9 +29,9 @@ from dataclasses import dataclass, replace
 from typing import Annotated, Any
 
 import numpy as np
-import typer
 
 from servesim.errors import ConfigError
+from servesim.flags import opt as _opt
 
 NAME = "mlperf"
 VERSION = "LoadGen 6.0.17 (mlcommons/inference b66003e)"
@@ -42,10 +42,6 @@ MODELS = {"llama2-70b": (2000, 200), "llama2-70b-interactive": (450, 40), "llama
           "llama3_1-405b-interactive": (4500, 80)}
 PERCENTILES = (0.50, 0.90, 0.95, 0.97, 0.99, 0.999)
 MS = 1_000_000  # ns
-
-
-def _opt(*names: str, help: str) -> Any:
-    return typer.Option(*names, help=help)
 
 
 @dataclass

@@ -5,13 +5,9 @@ Annotations stay objects (no `from __future__ import annotations`): typer reads 
 """
 
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated
 
-import typer
-
-
-def _opt(*names: str, help: str) -> Any:
-    return typer.Option(*names, help=help)
+from servesim.flags import opt as _opt
 
 
 @dataclass

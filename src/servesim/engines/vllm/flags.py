@@ -5,16 +5,11 @@ Annotations stay objects (no `from __future__ import annotations`): typer reads 
 """
 
 from dataclasses import dataclass
-from typing import Annotated, Any
-
-import typer
+from typing import Annotated
 
 from servesim.engines.vllm.config import BLOCK_SIZES
 from servesim.errors import ConfigError
-
-
-def _opt(*names: str, help: str) -> Any:
-    return typer.Option(*names, help=help)
+from servesim.flags import opt as _opt
 
 
 @dataclass
