@@ -304,3 +304,66 @@ def test_sglang_bench_arrivals_and_random_lengths():
     flat = sglang_bench.plan(_sgb(dataset_name="random", num_requests=5, random_input_len=7, random_output_len=3,
                                   random_range_ratio=1.0), [])
     assert {(r.prompt_len, r.output_len, r.arrival_time) for r in flat.benchmark} == {(7, 3, 0.0)}  # rate inf
+
+
+# -- GuideLLM ------------------------------------------------------------------------------------------------------
+
+def _gl(profile: str, count: int = 3, data: str = "kind=synthetic_text,prompt_tokens=10,output_tokens=2"):
+    return SimpleNamespace(profile=profile, constraint=f"kind=max_requests,count={count}", data=data, seed=0)
+
+
+def test_guidellm_synchronous_by_hand():
+    # one at a time on the unit cost, 10-token prompts, 2 tokens: done at 2, 4, 6 s; TTFT 1 s, TPOT (the first
+    # token included) 2 s / 2 = 1 s, ITL (2 - 1) s / 1 = 1 s; 3 requests over 6 s, one in flight throughout
+    from servesim.clients import guidellm
+
+    load = guidellm.plan(_gl("kind=synchronous"))
+    results, labels = guidellm.run(load, EngineConfig(), "vllm", "unit")
+    (m,) = guidellm.summarize(results, labels, load, None)
+    assert [r.arrival_time for r in results[0].requests] == [0.0, 2.0, 4.0]
+    assert (m["requests_per_second"], m["output_tokens_per_second"], m["request_concurrency"]) == (0.5, 1.0, 1.0)
+    assert m["time_to_first_token_ms"]["mean"] == m["time_per_output_token_ms"]["mean"] == 1000.0
+    assert m["inter_token_latency_ms"]["mean"] == 1000.0 and m["request_latency"]["p99"] == 2.0
+
+
+def test_guidellm_constant_sends_the_first_a_period_after_the_start():
+    from servesim.clients import guidellm
+
+    load = guidellm.plan(_gl("kind=constant,rate=2"))
+    results, _ = guidellm.run(load, EngineConfig(), "vllm", "unit")
+    assert [r.arrival_time for r in results[0].requests] == [0.5, 1.0, 1.5]  # (i + 1) / rate
+
+
+def test_guidellm_sweep_ends_at_throughputs_rate():
+    from servesim.clients import guidellm
+
+    load = guidellm.plan(_gl("kind=sweep,rate=4", count=12))
+    results, labels = guidellm.run(load, EngineConfig(), "vllm", "unit")
+    rows = guidellm.summarize(results, labels, load, None)
+    assert [r["strategy"] for r in rows] == ["synchronous", "throughput", "constant", "constant"]
+    # linspace(synchronous, throughput, 4 - 1)[1:]: the midpoint, then throughput's own request rate
+    low, high = rows[0]["requests_per_second"], rows[1]["requests_per_second"]
+    assert [r["rate"] for r in rows[2:]] == pytest.approx([(low + high) / 2, high])
+
+
+def test_guidellm_weighted_lower_percentile():
+    from servesim.clients import guidellm
+
+    v = np.array([4.0, 1.0, 3.0, 2.0])
+    assert guidellm.percentile(v, np.ones(4), 0.5) == 2.0  # cumulative 0.25, 0.5: the value where it reaches 0.5
+    assert guidellm.percentile(v, np.array([1.0, 1.0, 1.0, 7.0]), 0.5) == 2.0  # 2 holds 70 % of the weight
+    assert guidellm.percentile(v, np.ones(4), 0.99) == 4.0
+
+
+@pytest.mark.parametrize("profile, constraint, words", [
+    ("kind=constant,rate=2,warmup=0.1", "kind=max_requests,count=3", "not modelled yet"),
+    ("kind=constant,rate=2", "kind=max_duration,seconds=30", "kind=max_requests"),
+    ("kind=concurrent", "kind=max_requests,count=3", "give rate="),
+    ("kind=bursty", "kind=max_requests,count=3", "expected one of synchronous"),
+])
+def test_guidellm_refusals(profile, constraint, words):
+    from servesim.clients import guidellm
+
+    with pytest.raises(ConfigError, match=words):
+        guidellm.plan(SimpleNamespace(profile=profile, constraint=constraint,
+                                      data="kind=synthetic_text,prompt_tokens=10,output_tokens=2", seed=0))

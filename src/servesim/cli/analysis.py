@@ -215,7 +215,8 @@ def run_client(opts: SimOptions, cfg, policy: str, cm, outputs: list[Path]) -> N
     else:
         load = client.plan(opts)
     result, measured = client.run(load, cfg, policy, cm)
-    rejected_note(result)
+    for one in result if isinstance(result, list) else [result]:  # (a sweep of benchmarks: each)
+        rejected_note(one)
     m = client.summarize(result, measured, load, opts)
     print(client.format_metrics(m))
     for path in outputs:

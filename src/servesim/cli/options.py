@@ -73,8 +73,8 @@ class SimOptions(*_client_flags(), *_engine_flags()):
     # the workload (servesim.cli.workload has the loaders' options)
     workload: WorkloadOpt = "seed"
     client: Annotated[str, _opt("--client", help="The benchmark client that sends the load and measures it: "
-                                "vllm-bench (vllm bench serve) | aiperf | mlperf | inference-perf | sglang-bench "
-                                "(docs/clients.md).")] = "vllm-bench"
+                                "vllm-bench (vllm bench serve) | aiperf | mlperf | inference-perf | sglang-bench | "
+                                "guidellm (docs/clients.md).")] = "vllm-bench"
     dataset_name: Annotated[str | None, _opt("--dataset-name", help="vllm bench serve's dataset: random (same as "
                                                                    "--workload random).")] = None
     format: FormatOpt = None

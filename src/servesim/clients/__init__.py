@@ -10,7 +10,9 @@ how it defines and aggregates its metrics, so that a prediction is compared with
 - `inference_perf`: Kubernetes SIG inference-perf's load stages (`--config-file`, or `--stages` and
   `--load-type`), its random and shared_prefix data, its lifecycle metrics per stage;
 - `sglang_bench`: `python -m sglang.bench_serving` (vllm bench serve's option names, its own arrivals, warm-up,
-  random lengths and metrics).
+  random lengths and metrics);
+- `guidellm`: GuideLLM's profiles (`--profile kind=synchronous|concurrent|throughput|constant|poisson|sweep`),
+  `--constraint kind=max_requests`, `--data kind=synthetic_text`, its token-weighted metrics per benchmark.
 
 `servesim run --client NAME` chooses one; each client's flags are refused under another. See docs/clients.md.
 """
@@ -24,7 +26,7 @@ from servesim.errors import ConfigError
 
 CLIENTS = {"vllm-bench": "servesim.clients.vllm_bench", "aiperf": "servesim.clients.aiperf",
            "mlperf": "servesim.clients.mlperf", "inference-perf": "servesim.clients.inference_perf",
-           "sglang-bench": "servesim.clients.sglang_bench"}
+           "sglang-bench": "servesim.clients.sglang_bench", "guidellm": "servesim.clients.guidellm"}
 DEFAULT_CLIENT = "vllm-bench"
 
 
