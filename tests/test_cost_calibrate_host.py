@@ -167,6 +167,7 @@ def test_result_file_fit_gives_back_step_and_seq_host(tmp_path, monkeypatch, cap
     (lambda d: d | {"ttfts": d["ttfts"][:-1]}, r"ttfts: 15 entries, input_lens has 16"),
     (lambda d: d | {"ttfts": [-1.0] + d["ttfts"][1:]}, r"ttfts\[0\]: expected seconds > 0, got -1.0"),
     (lambda d: d | {"max_concurrency": 4}, r"max_concurrency: 4; calibrating from a capped run is not supported yet"),
+    (lambda d: d | {"ramp_up_strategy": "linear"}, r'ramp_up_strategy: "linear"; calibrating from a ramp-up run'),
     (lambda d: d | {"request_rate": None}, r"request_rate: not in the file; give --request-rate"),
 ])
 def test_result_file_errors_are_one_line_exit_2(tmp_path, monkeypatch, capsys, edit, message):

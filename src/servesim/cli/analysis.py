@@ -115,7 +115,7 @@ def run_cmd(
             raise ConfigError("--records and --save-result write one engine's run: not with the cluster options yet")
         return run_cluster(opts, reqs, cfg, policy, cm, record, ps, names, slos, warmup, cooldown, outputs)
     if save_result:
-        name = result_filename or default_filename(cm, opts.request_rate)
+        name = result_filename or default_filename(cm, opts.request_rate, opts.max_concurrency, opts.ramp_up())
         outputs.append(check_output_file((result_dir or Path(".")) / name, "--result-filename"))
     with SimProgress() as progress, (ParquetRecords(records_dir) if records_dir else nullcontext()) as sink:
         result = simulate(reqs, cfg, policy, cm, record=record, progress=progress, sink=sink)
@@ -160,7 +160,7 @@ def _print_run(opts: SimOptions, result, cm, ps, names, slos, warmup: float, coo
         print(format_prefix_cache(result.prefix_cache))
     if outputs:
         data = result_file(result, m, names, cm, opts.request_rate, opts.burstiness, over.overloaded,
-                           detailed=save_detailed)
+                           detailed=save_detailed, ramp_up=opts.ramp_up())
         for path in outputs:
             write_json(path, data, "--json")
             print(f"wrote {path}")
@@ -171,7 +171,8 @@ VLLM_BENCH_LOAD = {"max_concurrency": "--max-concurrency", "num_requests": "--nu
                    "dataset_name": "--dataset-name", "prompt_len": "--prompt-len", "output_len": "--output-len",
                    "random_input_len": "--random-input-len", "random_output_len": "--random-output-len",
                    "random_range_ratio": "--random-range-ratio", "random_prefix_len": "--random-prefix-len",
-                   "rate_scale": "--rate-scale", "window": "--window"}
+                   "rate_scale": "--rate-scale", "window": "--window", "ramp_up_strategy": "--ramp-up-strategy",
+                   "ramp_up_start_rps": "--ramp-up-start-rps", "ramp_up_end_rps": "--ramp-up-end-rps"}
 
 
 def check_client(opts: SimOptions, run_options: dict) -> bool:

@@ -39,6 +39,7 @@ from servesim.engine.request import Request
 from servesim.engines.config import EngineConfig
 from servesim.errors import ConfigError
 from servesim.flags import opt as _opt
+from servesim.workloads.synthetic import RampUp
 
 
 def policy_names() -> str:
@@ -82,6 +83,12 @@ class SimOptions(*_client_flags(), *_engine_flags()):
     time_unit: TimeUnitOpt = None
     request_rate: RequestRateOpt = None
     burstiness: BurstinessOpt = 1.0
+    ramp_up_strategy: Annotated[str | None, _opt("--ramp-up-strategy", help="vllm bench serve's ramp-up: linear | "
+                                                 "exponential, the rate rising from --ramp-up-start-rps to "
+                                                 "--ramp-up-end-rps over the requests (no --request-rate).")] = None
+    ramp_up_start_rps: Annotated[int | None, _opt("--ramp-up-start-rps", help="...: the first request's "
+                                                  "rate.")] = None
+    ramp_up_end_rps: Annotated[int | None, _opt("--ramp-up-end-rps", help="...: the last request's rate.")] = None
     num_requests: Annotated[int | None, _opt("--num-prompts", "--num-requests", help="'random': how many (default "
                                                                                    "1000); a trace: sample N.")] = None
     prompt_len: PromptLenOpt = None
@@ -254,6 +261,7 @@ class SimOptions(*_client_flags(), *_engine_flags()):
         given = [flag for flag, v in (("--num-prompts", self.num_requests), ("--prompt-len", self.prompt_len),
                                       ("--output-len", self.output_len), ("--window", self.window),
                                       ("--rate-scale", self.rate_scale)) if v is not None]
+        given += ["--ramp-up-strategy"] if self.ramp_up_strategy is not None else []
         if given or self.burstiness != 1.0:
             raise ConfigError(f"{(given or ['--burstiness'])[0]}: --workload multi-turn is shaped by "
                               "--num-conversations, --num-turns, --turn-input-len, --turn-output-len, "
@@ -320,7 +328,22 @@ class SimOptions(*_client_flags(), *_engine_flags()):
                 "request_rate": self.request_rate, "burstiness": self.burstiness, "num_requests": num,
                 "prompt_len": prompt, "output_len": output, "window": self.window, "rate_scale": self.rate_scale,
                 "seed": self.seed, "trace_model": self.trace_model, "log_type": self.log_type,
-                "keep_failed": self.keep_failed}
+                "keep_failed": self.keep_failed, "ramp_up": self.ramp_up()}
+
+    def ramp_up(self) -> RampUp | None:
+        """`--ramp-up-strategy` and its two rates (`servesim.workloads.synthetic.RampUp`), or None."""
+        rates = {"--ramp-up-start-rps": self.ramp_up_start_rps, "--ramp-up-end-rps": self.ramp_up_end_rps}
+        if self.ramp_up_strategy is None:
+            given = [flag for flag, v in rates.items() if v is not None]
+            if given:
+                raise ConfigError(f"{given[0]}: a rate of vllm bench serve's ramp-up; add --ramp-up-strategy "
+                                  "linear or exponential")
+            return None
+        missing = [flag for flag, v in rates.items() if v is None]
+        if missing:
+            raise ConfigError(f"--ramp-up-strategy {self.ramp_up_strategy}: expected {missing[0]} as well "
+                              "(vllm bench serve: both rates must be specified)")
+        return RampUp(self.ramp_up_strategy, float(self.ramp_up_start_rps), float(self.ramp_up_end_rps))
 
     def engine_config(self, policy: str = "vllm", policies: tuple[str, ...] = ()) -> EngineConfig:
         """The shared knobs given (vLLM's flags) and the section of `policy`'s engine from its own flags; another

@@ -23,7 +23,7 @@ from servesim.workloads.builtin import BUILTIN_WORKLOADS
 from servesim.workloads.formats import ALIASES, FORMATS
 from servesim.workloads.resolve import make_table
 from servesim.workloads.stats import format_stats, plot_workload, workload_stats
-from servesim.workloads.synthetic import LENGTH_SYNTAX
+from servesim.workloads.synthetic import LENGTH_SYNTAX, RampUp
 from servesim.workloads.table import RequestTable
 
 workload_app = typer.Typer(help="Inspect, transform and generate workloads.", no_args_is_help=True)
@@ -77,6 +77,7 @@ def table_from_options(
     trace_model: str | None = None,
     log_type: str | None = None,
     keep_failed: bool = False,
+    ramp_up: RampUp | None = None,
 ) -> RequestTable:
     """The common workload options to a request table; what loading changed is printed as warnings on stderr."""
     table = make_table(
@@ -96,6 +97,7 @@ def table_from_options(
         trace_model=trace_model,
         log_type=log_type,
         keep_failed=keep_failed,
+        ramp_up=ramp_up,
     )
     for note in table.notes:
         print(f"servesim: warning: {workload}: {note}", file=sys.stderr)
@@ -119,6 +121,7 @@ def workload_from_options(
     trace_model: str | None = None,
     log_type: str | None = None,
     keep_failed: bool = False,
+    ramp_up: RampUp | None = None,
 ) -> list[Request]:
     """`table_from_options(...).to_requests()`: requests sorted by arrival, for the engine."""
     return table_from_options(**locals()).to_requests()

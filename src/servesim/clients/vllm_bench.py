@@ -2,7 +2,8 @@
 
 How it sends: the workload's requests at gamma-distributed gaps of mean 1 / `--request-rate` (shape
 `--burstiness`; 1 = Poisson; inf = all at once), rescaled so the last goes out at n / rate
-(`servesim.workloads.synthetic.arrival_times`); with `--max-concurrency C` at most C in flight, the others
+(`servesim.workloads.synthetic.arrival_times`), or on `--ramp-up-strategy`'s ramp from `--ramp-up-start-rps` to
+`--ramp-up-end-rps` (`ramp_up_arrival_times`, not rescaled); with `--max-concurrency C` at most C in flight, the others
 waiting at the client, first come first served (`EngineConfig.max_concurrency`, honoured by the engine loop).
 What it measures: every request of the run (use `--warmup-s` / `--cooldown-s` to trim). How it aggregates: vLLM's
 "Serving Benchmark Result" block (`servesim.analysis.benchmark`): TPOT = (e2el - ttft) / (output tokens - 1) per
@@ -10,4 +11,5 @@ request, averaged over requests; ITL token-weighted over every gap; the same JSO
 """
 
 NAME = "vllm-bench"
-FLAGS = None  # its flags are servesim's own load options (`--request-rate`, `--burstiness`, `--max-concurrency`)
+FLAGS = None  # its flags are servesim's own load options (`--request-rate`, `--burstiness`, `--ramp-up-*`,
+# `--max-concurrency`)

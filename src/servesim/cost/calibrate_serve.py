@@ -84,6 +84,9 @@ def read_vllm_result(path: str | Path, request_rate: float | None = None,
     if data.get("max_concurrency") is not None:
         raise ConfigError(f"{path}: max_concurrency: {show(data['max_concurrency'])}; calibrating from a capped "
                           "run is not supported yet, expected a run without --max-concurrency (null)")
+    if data.get("ramp_up_strategy") is not None:
+        raise ConfigError(f"{path}: ramp_up_strategy: {show(data['ramp_up_strategy'])}; calibrating from a "
+                          "ramp-up run is not supported yet, expected a run at one --request-rate")
     errors = data.get("errors") or [""] * n
     keep = [i for i in range(n) if not errors[i]]
     if not keep:

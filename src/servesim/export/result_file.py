@@ -1,7 +1,8 @@
 """`vllm bench serve --save-result`'s result file, written by `servesim run --json/--save-result`.
 
 A superset of vLLM 0.33's file (vllm/benchmarks/serve.py, `save_to_pytorch_benchmark_format` aside): its scalar
-keys (`date`, `backend`, `model_id`, `num_prompts`, `request_rate`, `burstiness`, `max_concurrency`, `duration`,
+keys (`date`, `backend`, `model_id`, `num_prompts`, `request_rate`, `burstiness`, `max_concurrency`, with
+`--ramp-up-strategy` `ramp_up_strategy`, `ramp_up_start_rps` and `ramp_up_end_rps`, `duration`,
 `completed`, `failed`, the throughputs and every `mean_/median_/std_/pNN_` latency key), with `--save-detailed`
 its per-request arrays (`input_lens`, `output_lens`, `ttfts` and `itls` in seconds, `errors`), so any script that
 reads vLLM's files reads servesim's. servesim adds `config` (the engine configuration in force), `policy`,
@@ -20,6 +21,7 @@ from typing import Any
 
 from servesim.analysis.benchmark import BenchmarkMetrics, to_json
 from servesim.engine.result import SimResult
+from servesim.workloads.synthetic import RampUp
 
 BACKEND = "servesim"
 
@@ -35,22 +37,31 @@ def _date() -> str:
     return time.strftime("%Y%m%d-%H%M%S", t)
 
 
-def default_filename(cost: object, request_rate: float | None) -> str:
-    """vLLM's default: `{backend}-{request_rate}qps-{model}-{date}.json`."""
+def default_filename(cost: object, request_rate: float | None, max_concurrency: int | None = None,
+                     ramp_up: RampUp | None = None) -> str:
+    """vLLM's default: `{backend}-{request_rate}qps[-concurrency{C}]-{model}-{date}.json`; with ramp-up
+    `{backend}-ramp-up-{strategy}-{start}qps-{end}qps[-concurrency{C}]-{model}-{date}.json`."""
     rate = "inf" if request_rate is None or request_rate == float("inf") else f"{request_rate:g}"
-    return f"{BACKEND}-{rate}qps-{model_id(cost).split('/')[-1]}-{_date()}.json"
+    if ramp_up is not None:
+        rate = f"ramp-up-{ramp_up.strategy}-{ramp_up.start_rps:g}qps-{ramp_up.end_rps:g}"
+    cap = "" if max_concurrency is None else f"-concurrency{max_concurrency}"
+    return f"{BACKEND}-{rate}qps{cap}-{model_id(cost).split('/')[-1]}-{_date()}.json"
 
 
 def result_file(result: SimResult, m: BenchmarkMetrics, metrics: tuple[str, ...], cost: object,
                 request_rate: float | None, burstiness: float, overloaded: bool,
-                detailed: bool = False) -> dict[str, Any]:
+                detailed: bool = False, ramp_up: RampUp | None = None) -> dict[str, Any]:
     rate = None if request_rate is None else "inf" if request_rate == float("inf") else request_rate
+    rate = "inf" if ramp_up is not None else rate  # (vLLM: --request-rate stays at its default, inf)
     data: dict[str, Any] = {
         "date": _date(), "endpoint_type": BACKEND, "backend": BACKEND, "label": None, "model_id": model_id(cost),
         "tokenizer_id": model_id(cost), "num_prompts": len(result.requests), "request_rate": rate,
         "burstiness": burstiness if rate is not None else None,
         "max_concurrency": result.config.max_concurrency,  # the client's cap (None: open loop)
     }
+    if ramp_up is not None:
+        data |= {"ramp_up_strategy": ramp_up.strategy, "ramp_up_start_rps": int(ramp_up.start_rps),
+                 "ramp_up_end_rps": int(ramp_up.end_rps)}
     data |= to_json(m, metrics)
     if detailed:
         data |= per_request(result)

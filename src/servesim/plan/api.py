@@ -123,6 +123,8 @@ def check_no_rate(base: Any, axes: Axes) -> None:
     if axes.request_rates or axes.rate_scales or base.request_rate is not None or base.rate_scale is not None:
         raise ConfigError("capacity searches the request rate: drop --request-rate/--rate-scale "
                           "(--start-rate and --max-rate bound the search)")
+    if getattr(base, "ramp_up_strategy", None) is not None:
+        raise ConfigError("--ramp-up-strategy: capacity searches a steady request rate; drop the ramp-up")
 
 
 def base_options(workload: str, options: dict[str, Any]) -> Any:

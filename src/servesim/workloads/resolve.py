@@ -17,7 +17,15 @@ from servesim.engine.request import Request
 from servesim.errors import WorkloadError
 from servesim.workloads.builtin import BUILTIN_WORKLOADS, builtin_table
 from servesim.workloads.loaders import load_trace
-from servesim.workloads.synthetic import ClosedLoop, LengthDist, arrival_times, parse_length, synthetic_lengths
+from servesim.workloads.synthetic import (
+    ClosedLoop,
+    LengthDist,
+    RampUp,
+    arrival_times,
+    parse_length,
+    ramp_up_arrival_times,
+    synthetic_lengths,
+)
 from servesim.workloads.table import MAX_SYNTHETIC_REQUESTS, RequestTable
 from servesim.workloads.transforms import cap_lengths, sample, scale_rate, time_window
 
@@ -77,14 +85,19 @@ def make_table(
     trace_model: str | None = None,
     log_type: str | None = None,
     keep_failed: bool = False,
+    ramp_up: RampUp | None = None,
 ) -> RequestTable:
     """The whole pipeline. `spec` `random` makes `num_requests` (default 1000) synthetic requests with lengths
     from `prompt_len`/`output_len` (default 1024/128, as `vllm bench serve --dataset-name random`); a length-only
-    file needs `request_rate`. `request_rate` replaces any file's arrivals with `vllm bench serve`'s process."""
+    file needs `request_rate`. `request_rate` replaces any file's arrivals with `vllm bench serve`'s process, as
+    does `ramp_up` (its `--ramp-up-strategy`), which takes the place of `request_rate`."""
     if seed < 0:
         raise WorkloadError(f"--seed: got {seed}; expected an integer >= 0")
     # only when something is drawn: numpy.random alone takes ~0.015 s to import, more than loading a small trace
-    drawn = spec == RANDOM or num_requests is not None or request_rate is not None
+    if ramp_up is not None and request_rate is not None and not math.isinf(request_rate):
+        raise WorkloadError(f"--request-rate {request_rate:g} and --ramp-up-strategy {ramp_up.strategy}: the ramp "
+                            "sets the rate (vllm bench serve: do not specify --request-rate); drop --request-rate")
+    drawn = spec == RANDOM or num_requests is not None or request_rate is not None or ramp_up is not None
     rng = np.random.default_rng(seed) if drawn else None
     if spec == RANDOM:
         n = DEFAULT_NUM_REQUESTS if num_requests is None else num_requests
@@ -102,7 +115,7 @@ def make_table(
             rng,
         )
         table = RequestTable(np.zeros(n), p, o)
-        if request_rate is None:
+        if request_rate is None and ramp_up is None:
             table = table.with_note("no --request-rate: all requests arrive at once (rate inf)")
             request_rate = math.inf
     else:
@@ -117,24 +130,36 @@ def make_table(
             log_type=log_type,
             keep_failed=keep_failed,
         )
-        if not table.has_arrivals and request_rate is None:
+        if not table.has_arrivals and request_rate is None and ramp_up is None:
             raise WorkloadError(f"{spec}: has lengths but no arrival times; give --request-rate (inf: all at once)")
         if window is not None:
             table = time_window(table, *window)
         if num_requests is not None:
             table = sample(table, num_requests, rng)
-    if request_rate is not None:
-        if table.has_arrivals and spec != RANDOM:
-            table = table.with_note(
-                f"arrival times replaced: --request-rate {request_rate:g}, --burstiness {burstiness:g}"
-            )
-        t = arrival_times(len(table), request_rate, burstiness, rng)
-        table = replace(table, arrival_time=t, has_arrivals=True)
+    table = send_times(table, spec != RANDOM, request_rate, burstiness, ramp_up, rng)
     if rate_scale is not None:
         table = scale_rate(table, rate_scale)
     if max_model_len is not None:
         table = cap_lengths(table, max_model_len)
     return table
+
+
+def send_times(table: RequestTable, replaces: bool, request_rate: float | None, burstiness: float,
+               ramp_up: RampUp | None, rng: np.random.Generator | None) -> RequestTable:
+    """`vllm bench serve`'s send times in place of the table's arrivals: on `ramp_up`'s ramp, else at
+    `request_rate` (None: the table's own). `replaces`: the table's arrivals came from a file (noted)."""
+    if ramp_up is not None:
+        note = (f"arrival times replaced: --ramp-up-strategy {ramp_up.strategy} from {ramp_up.start_rps:g} to "
+                f"{ramp_up.end_rps:g} requests/s")
+        t = ramp_up_arrival_times(len(table), ramp_up, burstiness, rng)
+    elif request_rate is not None:
+        note = f"arrival times replaced: --request-rate {request_rate:g}, --burstiness {burstiness:g}"
+        t = arrival_times(len(table), request_rate, burstiness, rng)
+    else:
+        return table
+    if table.has_arrivals and replaces:
+        table = table.with_note(note)
+    return replace(table, arrival_time=t, has_arrivals=True)
 
 
 def length_dist(spec: str, option: str) -> LengthDist:

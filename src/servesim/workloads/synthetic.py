@@ -57,6 +57,58 @@ def arrival_times(n: int, request_rate: float, burstiness: float, rng: np.random
     return t
 
 
+RAMP_UP_STRATEGIES = ("linear", "exponential")
+
+
+@dataclass(frozen=True, slots=True)
+class RampUp:
+    """`vllm bench serve --ramp-up-strategy S --ramp-up-start-rps A --ramp-up-end-rps B` (pinned: vLLM 0.33.0,
+    `vllm/benchmarks/serve.py`): request i of n is sent at rate A + (B - A) * p (linear) or A * (B / A) ** p
+    (exponential), p = i / max(n - 1, 1). The checks are vLLM's, and a start of 0 is refused as well: vLLM's first
+    request would get rate 0 and stop on its assertion."""
+
+    strategy: str
+    start_rps: float
+    end_rps: float
+
+    def __post_init__(self) -> None:
+        if self.strategy not in RAMP_UP_STRATEGIES:
+            raise WorkloadError(f"--ramp-up-strategy: got {self.strategy!r}; expected linear or exponential")
+        if not 0 < self.start_rps <= self.end_rps < math.inf:
+            raise WorkloadError(
+                f"--ramp-up-start-rps {self.start_rps:g} --ramp-up-end-rps {self.end_rps:g}: expected "
+                "0 < start <= end requests/s (vllm bench serve: the start must not exceed the end, and a start "
+                "of 0 gives its first request no rate)"
+            )
+
+    def rates(self, n: int) -> np.ndarray:
+        """Each request's rate, in send order."""
+        progress = np.arange(n) / max(n - 1, 1)
+        if self.strategy == "linear":
+            return self.start_rps + (self.end_rps - self.start_rps) * progress
+        return self.start_rps * (self.end_rps / self.start_rps) ** progress
+
+
+def ramp_up_arrival_times(n: int, ramp: RampUp, burstiness: float, rng: np.random.Generator) -> np.ndarray:
+    """Send times as `vllm bench serve --ramp-up-strategy` computes them: request i waits a gamma gap of mean
+    1 / its rate (shape = burstiness; inf: exactly 1 / its rate) after request i - 1, the first one gap after the
+    start. Unlike a fixed rate, the times are not rescaled (vLLM rescales only without ramp-up)."""
+    if not burstiness > 0:
+        raise WorkloadError(f"--burstiness: got {burstiness}; expected a gamma shape > 0 (1 = Poisson, inf = fixed)")
+    rates = ramp.rates(n)
+    if math.isinf(burstiness):
+        gaps = 1.0 / rates
+    else:
+        gaps = rng.gamma(shape=burstiness, scale=1.0 / (rates * burstiness), size=n)
+    t = np.cumsum(gaps)
+    if n and not t[-1] <= MAX_ARRIVAL_S:
+        raise WorkloadError(
+            f"--ramp-up-start-rps: {n:,} requests ramping from {ramp.start_rps:g} requests/s take {t[-1]:.3g} s, "
+            f"expected at most {MAX_ARRIVAL_S:,} s (10 years, servesim's limit)"
+        )
+    return t
+
+
 @dataclass(frozen=True, slots=True)
 class LengthDist:
     """A token-length distribution, parsed from `--prompt-len` / `--output-len`.
