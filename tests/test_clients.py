@@ -65,6 +65,31 @@ def test_aiperf_warmup_uses_the_same_generator_and_profiling_waits_for_it():
     assert measured.tolist() == [False, True, True]
 
 
+def test_aiperf_rate_with_a_cap_holds_every_later_send_back():
+    # --concurrency 1, sends due 2 s apart (rates as AIPerf's constant mode draws them): p0 at 0 runs 3 steps
+    # (done at 3 s); p1, due at 2, waits for its slot and goes at 3 (1 token: done at 4). AIPerf sleeps the next
+    # gap only after a send, so p2 is due at 3 + 2 = 5, not at its own 4 s as vllm bench serve's cap sends it.
+    reqs = (Request("profiling-0", 0.0, 10, 3), Request("profiling-1", 2.0, 10, 1), Request("profiling-2", 4.0, 10, 1))
+    paced, _ = aiperf.run(aiperf.Load((), reqs, 1, in_order=True), EngineConfig(), "vllm", "unit")
+    assert list(_sends(paced).values()) == [0.0, 3.0, 5.0]
+    capped, _ = aiperf.run(aiperf.Load((), reqs, 1), EngineConfig(), "vllm", "unit")
+    assert list(_sends(capped).values()) == [0.0, 3.0, 4.0]
+    load = aiperf.plan(_opts(request_rate=0.5, request_rate_mode="constant", concurrency=1, request_count=3,
+                             isl=10, osl=3))
+    assert (load.concurrency, load.in_order) == (1, True)
+    # every request takes 3 s alone and the gap is 2 s: each is sent as the one before finishes
+    assert list(_sends(aiperf.run(load, EngineConfig(), "vllm", "unit")[0]).values()) == [0.0, 3.0, 6.0]
+
+
+def test_aiperf_paced_profiling_starts_its_own_clock_after_the_warmup():
+    # warm-up w0 (3 s) then profiling at 3 s: p0 at 3 (done 6), p1 due at 5, held to 6; the warm-up's own
+    # holds do not shift the profiling phase
+    load = aiperf.plan(_opts(request_rate=0.5, request_rate_mode="constant", concurrency=1, request_count=2,
+                             warmup_request_count=1, isl=10, osl=3))
+    result, measured = aiperf.run(load, EngineConfig(), "vllm", "unit")
+    assert _sends(result) == {"profiling-0": 3.0, "profiling-1": 6.0} and measured.all()
+
+
 def test_aiperf_lengths_round_up_and_stay_positive():
     rng = np.random.default_rng(0)
     assert aiperf._lengths(rng, 10.2, 0.0, 3).tolist() == [11, 11, 11]  # ceil, as AIPerf's sample
@@ -80,7 +105,6 @@ def test_aiperf_without_streaming_reports_no_token_timing():
 
 @pytest.mark.parametrize("given, words", [
     ({"osl": None}, "give --osl"),
-    ({"request_rate": 2.0, "concurrency": 2}, "--request-rate with --concurrency"),
     ({"request_count": 0}, "--request-count 0: expected an integer >= 1"),
     ({"isl_stddev": -1.0}, "--isl-stddev -1.0: expected a finite number >= 0"),
 ])

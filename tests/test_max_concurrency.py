@@ -52,6 +52,33 @@ def test_never_more_in_flight_than_the_cap_and_fast_is_step_by_step(scenario):
     assert all(t.finish_time is not None for t in slow.requests)
 
 
+@settings(max_examples=80, deadline=None)
+@given(scenarios())
+def test_paced_sends_keep_their_order_and_gaps_under_the_cap(scenario):
+    # AIPerf's --request-rate with --concurrency (`client_sends_in_order`): each send is at least its own gap
+    # after the one before it, in workload order, never more than the cap in flight, fast path = step by step
+    requests, config, policy = scenario
+    cap = 2
+    cfg = EngineConfig(**{**{f: getattr(config, f) for f in EngineConfig.field_names()}, "max_concurrency": cap,
+                          "client_sends_in_order": True})
+    slow = simulate(requests, cfg, policy, "unit", fast=False, check_invariants=True)
+    fast = simulate(requests, cfg, policy, "unit", fast=True)
+    assert [(t.id, t.arrival_time, t.token_times) for t in fast.requests] == [
+        (t.id, t.arrival_time, t.token_times) for t in slow.requests]
+    order = sorted(range(len(requests)), key=lambda i: (requests[i].arrival_time, i))
+    sent = {t.id: t.arrival_time for t in slow.requests}
+    for a, b in zip(order, order[1:]):
+        gap = requests[b].arrival_time - requests[a].arrival_time
+        assert sent[requests[b].request_id] >= sent[requests[a].request_id] + gap - 1e-9
+    events = sorted([(t.arrival_time, 1) for t in slow.requests] + [(t.finish_time, -1) for t in slow.requests],
+                    key=lambda e: (e[0], e[1]))
+    level = 0
+    for _, d in events:
+        level += d
+        assert level <= cap
+    assert all(t.finish_time is not None for t in slow.requests)
+
+
 def test_cli_and_result_file(tmp_path, monkeypatch, capsys):
     out = tmp_path / "r.json"
     code, stdout, err = cli(monkeypatch, capsys, "run", "--workload", "azure-conv-sample", "--max-concurrency", "8",

@@ -5,7 +5,8 @@ How it sends (`aiperf/timing/request_rate_strategy.py`, `credit_issuing_strategy
   IPC gap between a completion and the next send; AIPerf's `credit_drop_latency` measures it);
 - `--request-rate R`: the first request at the phase's start, then one after each gap, Poisson
   (`random.expovariate(R)`, the default `--request-rate-mode poisson`) or constant (1 / R); a gap is drawn after
-  every send. `--request-rate` with `--concurrency` (a cap that pushes every later send back) is not modelled.
+  every send. `--request-rate` with `--concurrency C`: a send first waits for one of C slots, and the next gap
+  starts only after it, so a held send pushes every later one back (`EngineConfig.client_sends_in_order`).
 - `--warmup-request-count W` (default 0) runs first as its own phase, with the same load and generator; the
   `--request-count` (default 10) profiling requests start only once every warm-up response is back, and only
   they are measured.
@@ -86,6 +87,7 @@ class Load:
     warmup: tuple
     profiling: tuple
     concurrency: int | None
+    in_order: bool = False  # --request-rate with --concurrency: sends paced one after another
 
 
 def plan(opts: Any) -> Load:
@@ -113,17 +115,15 @@ def plan(opts: Any) -> Load:
         return tuple(Request(f"{name}-{i}", float(t), int(isl[j]), int(osl[j]))
                      for i, (t, j) in enumerate(zip(times, picks[k], strict=True)))
 
-    concurrency = (opts.concurrency or 1) if rate is None else None
-    return Load(phase("warmup", slice(0, n_w)), phase("profiling", slice(n_w, n_w + n_p)), concurrency)
+    concurrency = (opts.concurrency or 1) if rate is None else opts.concurrency
+    return Load(phase("warmup", slice(0, n_w)), phase("profiling", slice(n_w, n_w + n_p)), concurrency,
+                in_order=rate is not None and opts.concurrency is not None)
 
 
 def _check(opts: Any, n_p: int) -> None:
     if opts.osl is None:
         raise ConfigError("--client aiperf: give --osl (AIPerf sends no max_tokens without it, and servesim "
                           "needs each request's output length)")
-    if opts.request_rate is not None and opts.concurrency is not None:
-        raise ConfigError("--client aiperf: --request-rate with --concurrency (a cap that pushes every later send "
-                          "back) is not modelled yet; give one")
     if opts.request_rate_mode not in ("poisson", "constant"):
         raise ConfigError(f"--request-rate-mode {opts.request_rate_mode!r}: expected poisson or constant")
     for flag, v, low in (("--request-count", n_p, 1), ("--warmup-request-count", opts.warmup_request_count, 0),
@@ -153,13 +153,19 @@ def run(load: Load, config: Any, policy: str, cost: Any) -> tuple[Any, np.ndarra
     before it ends)."""
     from servesim.engine import simulate
 
-    cfg = replace(config, max_concurrency=load.concurrency)
+    cfg = replace(config, max_concurrency=load.concurrency, client_sends_in_order=load.in_order)
     start = 0.0
     if load.warmup:
         w = simulate(list(load.warmup), cfg, policy, cost, record="summary")
         t = w.timelines
         start = float(np.nanmax(np.where(np.isnan(t.finish_time), t.arrival_time, t.finish_time)))
     profiling = [replace(r, arrival_time=start + r.arrival_time) for r in load.profiling]
+    if load.in_order and load.warmup:
+        # the profiling phase paces its own sends from its start, which one run with the warm-up would shift by
+        # the warm-up's held sends: it runs alone on the engine the warm-up left empty (AIPerf's prompts share
+        # no prefix blocks, so nothing it left cached could hit)
+        result = simulate(profiling, cfg, policy, cost, record="summary")
+        return result, np.ones(len(profiling), bool)
     requests = [*load.warmup, *profiling]
     result = simulate(requests, cfg, policy, cost, record="summary")
     return result, np.array([r.request_id.startswith("profiling-") for r in requests])

@@ -63,6 +63,9 @@ def simulate_cluster(
         raise ConfigError(f"max_concurrency {sorted(caps, key=str)}: the client's cap spans the cluster; give every "
                           "pool the same")
     max_concurrency = caps.pop()
+    if any(p.config is not None and p.config.client_sends_in_order for p in pools):
+        raise ConfigError("client_sends_in_order: AIPerf's paced sends under a cap are not modelled on a cluster "
+                          "yet; drop it")
     for p in pools:
         if p.role not in ROLES:
             raise ConfigError(f"pool role {p.role!r}: expected one of {', '.join(ROLES)}")

@@ -76,7 +76,8 @@ class Engine:
                  "log", "live", "fast", "states", "rejected", "arriving", "arrival_times", "nxt", "next_arrival", "now",
                  "step", "n_done", "arrivals",
                  "release", "preemptions", "swap_seconds_per_block", "check_invariants", "_sink", "followers",
-                 "pending", "num_served", "until", "max_concurrency", "in_flight", "backlog", "passed")
+                 "pending", "num_served", "until", "max_concurrency", "in_flight", "backlog", "passed", "in_order",
+                 "shift")
 
     def __init__(self, requests: Sequence[Request], cfg: EngineConfig, policy: str, cost: CostModel, record: str,
                  sink: Callable[[StepRecord], None] | None, max_records: int | None, fast: bool,
@@ -120,6 +121,12 @@ class Engine:
         self.max_concurrency, self.in_flight = cfg.max_concurrency, 0
         self.backlog: deque[RequestState] = deque()  # arrived, not yet sent (first come, first served)
         self.passed: set[int] = set()  # sent from the backlog: their slot is taken
+        # AIPerf's --request-rate with --concurrency: the next gap starts at a send, so a send held for a slot
+        # holds every later one back, by `shift` seconds in all so far
+        self.in_order, self.shift = cfg.client_sends_in_order and cfg.max_concurrency is not None, 0.0
+        if self.in_order and self.followers:
+            raise ConfigError("client_sends_in_order: paced sends are one stream of requests; a closed loop's "
+                              "turns (after=...) are not modelled with it")
         if self.max_concurrency is not None:
             self.sched.on_finish = self.finished
         self.rejected = tuple(requests[i].request_id for i in sorted(rejected))
@@ -194,6 +201,8 @@ class Engine:
 
     def _add_with_followers(self) -> None:
         nxt, times, now, pending = self.nxt, self.arrival_times, self.now, self.pending
+        if self.in_order:
+            return self._add_in_order()
         come = []
         while times[nxt] is not None and times[nxt] <= now:
             come.append((times[nxt], self.arriving[nxt].index, self.arriving[nxt]))
@@ -212,6 +221,31 @@ class Engine:
                 self.arrivals.append(s.request_id)
         self.nxt = nxt
         self.next_arrival = min((t for t in (times[nxt], pending[0][0] if pending else None) if t is not None),
+                                default=None)
+
+    def _add_in_order(self) -> None:
+        """`client_sends_in_order`: request i + 1 is due its gap after request i's send, so while one waits for
+        a slot no later one is due; each is sent `shift` seconds after its own time."""
+        times, now, cap = self.arrival_times, self.now, self.max_concurrency
+        while not self.backlog and times[self.nxt] is not None and times[self.nxt] + self.shift <= now:
+            s = self.arriving[self.nxt]
+            self.nxt += 1
+            if self.shift:
+                s.request = replace(s.request, arrival_time=times[self.nxt - 1] + self.shift)
+            if self.in_flight >= cap:
+                self.backlog.append(s)
+                break
+            self.in_flight += 1
+            self.sched.add_request(s)
+            if self.keep_records:
+                self.arrivals.append(s.request_id)
+        while self.pending and self.pending[0][0] <= now:  # sent from the backlog when a slot freed
+            s = heappop(self.pending)[2]
+            self.sched.add_request(s)
+            if self.keep_records:
+                self.arrivals.append(s.request_id)
+        due = None if self.backlog or times[self.nxt] is None else times[self.nxt] + self.shift
+        self.next_arrival = min((t for t in (due, self.pending[0][0] if self.pending else None) if t is not None),
                                 default=None)
 
     def inject(self, s: RequestState) -> None:
@@ -237,6 +271,8 @@ class Engine:
             # a closed loop's user thinks before sending it (`workloads.ClosedLoop`; a follower thought already)
             think = f.request.think_time if f.request.after is None else 0.0
             t = max(f.request.arrival_time, s.finish_time + think)
+            if self.in_order:
+                self.shift += t - f.request.arrival_time
             f.request = replace(f.request, arrival_time=t)
             self.passed.add(f.index)
             self.in_flight += 1

@@ -53,6 +53,10 @@ class EngineConfig:
     # kept here so every command and --set take it): a request is sent at its arrival time or, with C in flight,
     # when one finishes (first come, first served); None = open loop
     max_concurrency: int | None = None
+    # how the client paces sends under that cap: False, vllm bench serve's (each request has its own send time and
+    # waits for a slot after it); True, AIPerf's --request-rate with --concurrency (the gap to the next send starts
+    # at a send, so a request held for a slot holds back every later one)
+    client_sends_in_order: bool = False
     # policy sglang: SGLang's own server arguments (`servesim.engines.sglang.server_args`); None = its defaults
     sglang: SGLangConfig | None = None
 
@@ -67,7 +71,7 @@ class EngineConfig:
         if self.num_cpu_blocks is not None:
             _non_negative("num_cpu_blocks", self.num_cpu_blocks)
         for name in ("enable_chunked_prefill", "scheduler_reserve_full_isl", "async_scheduling",
-                     "enable_prefix_caching"):
+                     "enable_prefix_caching", "client_sends_in_order"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name} must be true or false, got {getattr(self, name)!r}")
         for name in ("watermark", "pcie_bandwidth", "gpu_memory_utilization", "swap_space"):
