@@ -216,9 +216,7 @@ class Engine:
                     self.backlog.append(s)
                     continue
                 self.in_flight += 1
-            self.sched.add_request(s)
-            if self.keep_records:
-                self.arrivals.append(s.request_id)
+            self._send(s)
         self.nxt = nxt
         self.next_arrival = min((t for t in (times[nxt], pending[0][0] if pending else None) if t is not None),
                                 default=None)
@@ -236,17 +234,18 @@ class Engine:
                 self.backlog.append(s)
                 break
             self.in_flight += 1
-            self.sched.add_request(s)
-            if self.keep_records:
-                self.arrivals.append(s.request_id)
+            self._send(s)
         while self.pending and self.pending[0][0] <= now:  # sent from the backlog when a slot freed
-            s = heappop(self.pending)[2]
-            self.sched.add_request(s)
-            if self.keep_records:
-                self.arrivals.append(s.request_id)
+            self._send(heappop(self.pending)[2])
         due = None if self.backlog or times[self.nxt] is None else times[self.nxt] + self.shift
         self.next_arrival = min((t for t in (due, self.pending[0][0] if self.pending else None) if t is not None),
                                 default=None)
+
+    def _send(self, s: RequestState) -> None:
+        """`s` reaches the engine now: the scheduler's waiting queue (and this step's record)."""
+        self.sched.add_request(s)
+        if self.keep_records:
+            self.arrivals.append(s.request_id)
 
     def inject(self, s: RequestState) -> None:
         """A cluster's router hands this replica `s`, to arrive at its `arrival_time` (as a released follower
