@@ -5,7 +5,8 @@ runs as a fresh interpreter (imports and trace loading included) with PYTHONPATH
 two in turn (base, this, base, ...) so that a shared machine's drift falls on both; printed: each tree's median wall
 time and the median (and range) of the pair-by-pair ratios this / base. The cases are `bench.speed`'s target 1 (the
 `servesim run` of the Azure conversation hour, vllm policy, roofline) and target 2 (10,000 arXiv-summarization
-requests on an A100), and `bench.sglang_speed`'s runs (the Azure hour under the vllm and sglang policies, toy and
+requests on an A100; `arxiv-10k-capped` the same under `--max-concurrency 64`, the client's cap in the engine
+loop), and `bench.sglang_speed`'s runs (the Azure hour under the vllm and sglang policies, toy and
 roofline costs). Needs ../shared (the traces) beside the repository.
 """
 
@@ -41,7 +42,8 @@ benchmark_metrics(r), server_metrics(r)
 def _cases(out: str) -> dict[str, list[str]]:
     run = ["-m", "servesim.cli", "run", "--workload", str(AZURE_CONV), "--model", "llama-3-8b", "--gpu", "h100-80gb",
            "--policy", "vllm", "--max-num-batched-tokens", "2048", "--max-num-seqs", "256", "--json", out]
-    cases = {"run-azure-hour": run, "arxiv-10k": ["-c", ARXIV_10K]}
+    capped = ARXIV_10K.replace("max_num_seqs=256)", "max_num_seqs=256, max_concurrency=64)")
+    cases = {"run-azure-hour": run, "arxiv-10k": ["-c", ARXIV_10K], "arxiv-10k-capped": ["-c", capped]}
     for policy in ("vllm", "sglang"):
         for cost in ("toy", "roofline"):
             cases[f"{policy}-{cost}"] = ["-c", CHILD.format(trace=str(AZURE_CONV), cost=cost, policy=policy)]
@@ -64,7 +66,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         cases = _cases(str(Path(tmp) / "out.json"))
         names = a.cases.split(",") if a.cases else list(cases)
-        print(f"{'case':<16} {'base s':>8} {'this s':>8} {'this/base':>10} {'range':>13}")
+        print(f"{'case':<18} {'base s':>8} {'this s':>8} {'this/base':>10} {'range':>13}")
         for name in names:
             base, this = [], []
             _time(cases[name], str(HERE))  # warm-up (bytecode, page cache)
@@ -72,7 +74,7 @@ def main() -> None:
                 base.append(_time(cases[name], a.base))
                 this.append(_time(cases[name], str(HERE)))
             ratios = [t / b for t, b in zip(this, base)]
-            print(f"{name:<16} {statistics.median(base):8.2f} {statistics.median(this):8.2f} "
+            print(f"{name:<18} {statistics.median(base):8.2f} {statistics.median(this):8.2f} "
                   f"{statistics.median(ratios):10.3f} {min(ratios):6.3f}-{max(ratios):.3f}", flush=True)
 
 

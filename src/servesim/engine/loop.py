@@ -200,9 +200,9 @@ class Engine:
             self.next_arrival = self.pending[0][0]
 
     def _add_with_followers(self) -> None:
-        nxt, times, now, pending = self.nxt, self.arrival_times, self.now, self.pending
         if self.in_order:
             return self._add_in_order()
+        nxt, times, now, pending = self.nxt, self.arrival_times, self.now, self.pending
         come = []
         while times[nxt] is not None and times[nxt] <= now:
             come.append((times[nxt], self.arriving[nxt].index, self.arriving[nxt]))
@@ -227,9 +227,9 @@ class Engine:
         times, now, cap = self.arrival_times, self.now, self.max_concurrency
         while not self.backlog and times[self.nxt] is not None and times[self.nxt] + self.shift <= now:
             s = self.arriving[self.nxt]
-            self.nxt += 1
             if self.shift:
-                s.request = replace(s.request, arrival_time=times[self.nxt - 1] + self.shift)
+                s.request = replace(s.request, arrival_time=times[self.nxt] + self.shift)
+            self.nxt += 1
             if self.in_flight >= cap:
                 self.backlog.append(s)
                 break

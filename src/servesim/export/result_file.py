@@ -51,8 +51,9 @@ def default_filename(cost: object, request_rate: float | None, max_concurrency: 
 def result_file(result: SimResult, m: BenchmarkMetrics, metrics: tuple[str, ...], cost: object,
                 request_rate: float | None, burstiness: float, overloaded: bool,
                 detailed: bool = False, ramp_up: RampUp | None = None) -> dict[str, Any]:
+    if ramp_up is not None:  # vLLM: --request-rate stays at its default, inf
+        request_rate = float("inf")
     rate = None if request_rate is None else "inf" if request_rate == float("inf") else request_rate
-    rate = "inf" if ramp_up is not None else rate  # (vLLM: --request-rate stays at its default, inf)
     data: dict[str, Any] = {
         "date": _date(), "endpoint_type": BACKEND, "backend": BACKEND, "label": None, "model_id": model_id(cost),
         "tokenizer_id": model_id(cost), "num_prompts": len(result.requests), "request_rate": rate,

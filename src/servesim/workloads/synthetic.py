@@ -15,6 +15,11 @@ from servesim.errors import WorkloadError
 from servesim.workloads.table import MAX_ARRIVAL_S, MAX_TOKENS, RequestTable
 
 
+def check_burstiness(burstiness: float) -> None:
+    if not burstiness > 0:
+        raise WorkloadError(f"--burstiness: got {burstiness}; expected a gamma shape > 0 (1 = Poisson, inf = fixed)")
+
+
 def arrival_times(n: int, request_rate: float, burstiness: float, rng: np.random.Generator) -> np.ndarray:
     """Send times in seconds from the start of the benchmark, exactly as `vllm bench serve` computes them.
 
@@ -28,8 +33,7 @@ def arrival_times(n: int, request_rate: float, burstiness: float, rng: np.random
         raise WorkloadError(f"--num-requests: got {n}; expected a count >= 0")
     if not request_rate > 0:
         raise WorkloadError(f"--request-rate: got {request_rate}; expected a rate > 0 requests/s (or inf)")
-    if not burstiness > 0:
-        raise WorkloadError(f"--burstiness: got {burstiness}; expected a gamma shape > 0 (1 = Poisson, inf = fixed)")
+    check_burstiness(burstiness)
     if n == 0 or math.isinf(request_rate):
         return np.zeros(n)
     if n / request_rate > MAX_ARRIVAL_S:
@@ -93,8 +97,7 @@ def ramp_up_arrival_times(n: int, ramp: RampUp, burstiness: float, rng: np.rando
     """Send times as `vllm bench serve --ramp-up-strategy` computes them: request i waits a gamma gap of mean
     1 / its rate (shape = burstiness; inf: exactly 1 / its rate) after request i - 1, the first one gap after the
     start. Unlike a fixed rate, the times are not rescaled (vLLM rescales only without ramp-up)."""
-    if not burstiness > 0:
-        raise WorkloadError(f"--burstiness: got {burstiness}; expected a gamma shape > 0 (1 = Poisson, inf = fixed)")
+    check_burstiness(burstiness)
     rates = ramp.rates(n)
     if math.isinf(burstiness):
         gaps = 1.0 / rates
