@@ -15,7 +15,7 @@ from servesim.errors import ServesimError  # noqa: E402
 from servesim.output import release_stdout  # noqa: E402
 
 # Each module registers its commands on `app`.
-from servesim.cli import analysis, costs, plan, sim, validate, visual, workload  # noqa: E402,F401  isort: skip
+from servesim.cli import analysis, costs, diff, plan, sim, validate, visual, workload  # noqa: E402,F401  isort: skip
 
 
 def main() -> None:

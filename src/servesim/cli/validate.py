@@ -17,32 +17,29 @@ MAX_LISTED = 20  # rows out of reach listed one by one; past that, counted by re
 
 @app.command("validate")
 def validate_cmd(
-    source: Annotated[str, typer.Argument(help="Your measurements (a CSV in docs/accuracy.md's format), or "
-                                            "aic-silicon: AIConfigurator's measured points (servesim[aic]).")],
+    sources: Annotated[list[str], typer.Argument(
+        metavar="SOURCE...", help="Your measurements: a CSV in docs/accuracy.md's format, vllm bench serve "
+        "--save-result files, AIPerf exports (profile_export.jsonl or its artifacts folder), folders of them; or "
+        "aic-silicon: AIConfigurator's measured points (servesim[aic]).")],
     json_path: Annotated[Path | None, typer.Option("--json", help="Write the scores, every row and the rows out of "
                                                                   "reach here.")] = None,
     start: Annotated[str, typer.Option("--start", help="aic-silicon: how a closed loop's users start: staggered (a "
                                        "desynchronised stream) | together (identical requests in waves).")] =
     "staggered",
+    set_: Annotated[list[str] | None, typer.Option("--set", help="Run files: a deployment key the files lack or "
+                                                   "that overrides theirs, e.g. --set gpu=h100 --set tp=2 (keys: "
+                                                   "model, gpu, tp, engine, engine_version, quantization, ...).")]
+    = None,
 ) -> None:
     """Simulate every measured point under its client and compare: MAPE and signed error per metric, overall and
     by model, GPU, engine, client and load; every row servesim cannot express, with the reason. Nothing is
     fitted on the rows scored."""
     from servesim.output import check_output_file
-    from servesim.validate.rows import read_points
     from servesim.validate.score import METHOD, score
 
     if json_path is not None:
         check_output_file(json_path, "--json")
-    skipped: list = []
-    if source == "aic-silicon":
-        from servesim.validate.aic import read_silicon
-
-        points, skipped = read_silicon(start=start)
-    else:
-        if start != "staggered":
-            raise ConfigError("--start sets how aic-silicon's loops start; your CSV says it per row (its start column)")
-        points = read_points(Path(source))
+    points, skipped = _points(sources, start, set_ or [])
     from servesim.cli.plan import PointsProgress
 
     with PointsProgress(len(points), "rows") as bar:
@@ -57,12 +54,41 @@ def validate_cmd(
         _reasons(report.out_of_reach)
     else:
         for line, why in report.out_of_reach:
-            print(f"  line {line}: out of reach: {why}")
+            print(f"  {'line ' if isinstance(line, int) else ''}{line}: out of reach: {why}")
     if json_path is not None:
         from servesim.export.json_records import write_json
 
         write_json(json_path, report.to_json(), "--json")
         print(f"wrote {json_path}")
+
+
+def _points(sources: list[str], start: str, set_: list[str]) -> tuple[list, list]:
+    """Every source's points, and the rows out of reach before simulating (line or file, reason)."""
+    from servesim.validate.files import parse_set, run_files, run_points
+    from servesim.validate.rows import read_points
+
+    if "aic-silicon" in sources:
+        if len(sources) > 1 or set_:
+            raise ConfigError("aic-silicon is scored on its own: give it alone, without --set")
+        from servesim.validate.aic import read_silicon
+
+        return read_silicon(start=start)
+    if start != "staggered":
+        raise ConfigError("--start sets how aic-silicon's loops start; your CSV says it per row (its start column)")
+    given = parse_set(set_)
+    points, skipped, runs = [], [], []
+    for source in sources:
+        path = Path(source)
+        if path.suffix.lower() == ".csv":
+            if given:
+                raise ConfigError(f"--set fills the run files' deployment; {path} says it per row")
+            points += read_points(path)
+        else:
+            runs += run_files(path)
+    if given and not runs:
+        raise ConfigError("--set fills the run files' deployment: no vllm bench serve result or AIPerf export given")
+    more, out = run_points(runs, given)
+    return points + more, skipped + out
 
 
 def _table(report) -> None:

@@ -34,8 +34,9 @@ import numpy as np
 from servesim.cost.calibrate_host import HostFit
 from servesim.cost.host import EngineProfile
 from servesim.cost.roofline import CostParams, Roofline
-from servesim.cost.specs import is_finite, is_int, parse_json_input, read_input_text, show
+from servesim.cost.specs import is_finite, parse_json_input, read_input_text, show
 from servesim.errors import ConfigError
+from servesim.measured.vllm_result import detailed
 
 REQUIRED_KEYS = ("input_lens", "output_lens", "ttfts", "itls")
 WHAT = "a `vllm bench serve --save-result --save-detailed` result (JSON with input_lens, output_lens, ttfts, itls)"
@@ -71,42 +72,16 @@ def read_vllm_result(path: str | Path, request_rate: float | None = None,
         hint = (" (saved without --save-detailed: it has the summary, not the per-request arrays)"
                 if "mean_ttft_ms" in data else "")
         raise ConfigError(f"{path}: missing {', '.join(missing)}{hint}; expected {WHAT}")
-    n = None
-    for key in (*REQUIRED_KEYS, "errors"):
-        value = data.get(key)
-        if key == "errors" and value is None:
-            continue
-        if not isinstance(value, list):
-            raise ConfigError(f"{path}: {key}: expected a list with one entry per request, got {show(value)}")
-        if n is not None and len(value) != n:
-            raise ConfigError(f"{path}: {key}: {len(value)} entries, input_lens has {n}; expected one per request")
-        n = len(value)
     if data.get("max_concurrency") is not None:
         raise ConfigError(f"{path}: max_concurrency: {show(data['max_concurrency'])}; calibrating from a capped "
                           "run is not supported yet, expected a run without --max-concurrency (null)")
     if data.get("ramp_up_strategy") is not None:
         raise ConfigError(f"{path}: ramp_up_strategy: {show(data['ramp_up_strategy'])}; calibrating from a "
                           "ramp-up run is not supported yet, expected a run at one --request-rate")
-    errors = data.get("errors") or [""] * n
-    keep = [i for i in range(n) if not errors[i]]
-    if not keep:
-        raise ConfigError(f"{path}: no successful request (every entry of errors is set); nothing to fit")
-    ins, outs, ttfts, itls = [], [], [], []
-    for i in keep:
-        p, o, t, gaps = (data[k][i] for k in REQUIRED_KEYS)
-        if not (is_int(p) and p >= 1 and is_int(o) and o >= 1):
-            raise ConfigError(f"{path}: input_lens[{i}], output_lens[{i}]: expected token counts >= 1 for a "
-                              f"successful request, got {show(p)}, {show(o)}")
-        if not (is_finite(t) and t > 0):
-            raise ConfigError(f"{path}: ttfts[{i}]: expected seconds > 0, got {show(t)}")
-        if not (isinstance(gaps, list) and all(is_finite(g) and g >= 0 for g in gaps)):
-            raise ConfigError(f"{path}: itls[{i}]: expected a list of seconds >= 0, got {show(gaps)}")
-        ins.append(int(p))
-        outs.append(int(o))
-        ttfts.append(float(t))
-        itls.append(float(np.mean(gaps)) if gaps and sum(gaps) > 0 else math.nan)
-    return ServeResult(tuple(ins), tuple(outs), np.array(ttfts), np.array(itls),
-                       _rate(path, data, request_rate), _burstiness(path, data, burstiness), n - len(keep))
+    arrays = detailed(path, data)  # (the successful requests, checked)
+    return ServeResult(tuple(arrays["input_lens"].tolist()), tuple(arrays["output_lens"].tolist()), arrays["ttft"],
+                       arrays["mean_itl"], _rate(path, data, request_rate), _burstiness(path, data, burstiness),
+                       arrays["failed"])
 
 
 def _rate(path: Path, data: dict, given: float | None) -> float:

@@ -584,6 +584,21 @@ def builtin_models() -> list[str]:
     return sorted(p.name[: -len(".json")] for p in _data_dir("models").iterdir() if p.name.endswith(".json"))
 
 
+def builtin_for_hf_id(model_id: str) -> str | None:
+    """The built-in model a Hugging Face id names (`meta-llama/Llama-3.1-8B-Instruct` -> `llama-3.1-8b`): the one
+    whose config.json was read from that repository (its `_source`), an `-Instruct` or `-chat` variant (and the
+    `-hf` conversions) sharing its base's shape; None when servesim has none."""
+    def base(repo: str) -> str:
+        return re.sub(r"-(instruct|chat)(?=-|$)", "", repo.strip().lower().removesuffix("-hf"))
+
+    for name in builtin_models():
+        source = json.loads((_data_dir("models") / f"{name}.json").read_text()).get("_source", "")
+        repo = re.match(r"https://huggingface\.co/([^/]+/[^/]+)/", source)
+        if repo and base(repo[1]) == base(model_id):
+            return name
+    return None
+
+
 def builtin_gpus() -> dict[str, GpuSpec]:
     gpus = {}
     for p in sorted(_data_dir("gpus").iterdir(), key=lambda p: p.name):

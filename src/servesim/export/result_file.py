@@ -4,8 +4,9 @@ A superset of vLLM 0.33's file (vllm/benchmarks/serve.py, `save_to_pytorch_bench
 keys (`date`, `backend`, `model_id`, `num_prompts`, `request_rate`, `burstiness`, `max_concurrency`, with
 `--ramp-up-strategy` `ramp_up_strategy`, `ramp_up_start_rps` and `ramp_up_end_rps`, `duration`,
 `completed`, `failed`, the throughputs and every `mean_/median_/std_/pNN_` latency key), with `--save-detailed`
-its per-request arrays (`input_lens`, `output_lens`, `ttfts` and `itls` in seconds, `errors`), so any script that
-reads vLLM's files reads servesim's. servesim adds `config` (the engine configuration in force), `policy`,
+its per-request arrays (`input_lens`, `output_lens`, `ttfts` and `itls` in seconds, `errors`, and newer vLLM's
+`start_times`: each request's send, here in seconds from the start), so any script that reads vLLM's files reads
+servesim's. servesim adds `config` (the engine configuration in force), `policy`,
 `cost_model`, `overloaded` and `num_steps`.
 
 `date` is when the file was written (vLLM's `%Y%m%d-%H%M%S`), the one wall-clock value, outside the results;
@@ -96,4 +97,5 @@ def per_request(result: SimResult) -> dict[str, list]:
         ttfts.append(times[0] - r.arrival_time)
         itls.append([b - a for a, b in zip(times, times[1:])])
         errors.append("")
-    return {"input_lens": input_lens, "output_lens": output_lens, "ttfts": ttfts, "itls": itls, "errors": errors}
+    return {"input_lens": input_lens, "output_lens": output_lens, "ttfts": ttfts, "itls": itls, "errors": errors,
+            "start_times": result.timelines.arrival_time.tolist()}  # (the send: after --max-concurrency's wait)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from servesim.errors import WorkloadError
 
@@ -28,11 +29,13 @@ INTS = ("tp", "isl", "osl", "num_requests", "concurrency", "warmup_requests", "m
 
 @dataclass(frozen=True, slots=True)
 class Point:
-    """One measured deployment: `fields` as given (ints and floats parsed), `measured` metric -> value."""
+    """One measured deployment: `fields` as given (ints and floats parsed), `measured` metric -> value; `line`
+    the CSV line, or the run file's path with `run` its requests (`servesim.measured.run.MeasuredRun`)."""
 
-    line: int
+    line: int | str
     fields: dict
     measured: dict
+    run: Any = None
 
 
 def read_points(path: str | Path) -> list[Point]:

@@ -99,11 +99,16 @@ def predict(p: Point) -> dict[str, float]:
     cost_name = f.get("cost", "roofline")
     cost = build_cost("toy") if cost_name == "toy" else build_cost(
         cost_name, model=f["model"], gpu=f["gpu"], tp=f.get("tp", 1), quantization=f.get("quantization"),
+        kv_cache_dtype=f.get("kv_cache_dtype"),
         default_engine=spec.host_preset)
     knobs = {k: f[k] for k in ("max_num_seqs", "max_num_batched_tokens") if k in f}
     cfg = EngineConfig(**knobs)
     if spec.from_shared_sizes is not None:
         cfg, _ = spec.from_shared_sizes(cfg)
+    if p.run is not None:  # a measured run's own requests, sent as its client sends them
+        from servesim.measured.replay import replay
+
+        return replay(p.run, cfg, f["engine"], cost, sends="client").means
     if f["client"] == "aiperf":
         return _aiperf(f, cfg, cost)
     if f["client"] == "vllm-bench":
