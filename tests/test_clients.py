@@ -128,12 +128,56 @@ def test_run_client_aiperf_from_the_command_line(monkeypatch, capsys, tmp_path):
     (["run", "--client", "aiperf", "--osl", "3", "--max-concurrency", "2"],
      "--max-concurrency: not an option of --client aiperf"),
     (["trace", "--client", "aiperf", "--osl", "3"], "--client aiperf: its load is simulated by servesim run"),
-    (["run", "--client", "aiperf", "--osl", "3", "--num-replicas", "2"], "on a cluster is not modelled yet"),
+    (["run", "--client", "aiperf", "--osl", "3", "--request-rate", "2", "--concurrency", "2", "--num-replicas", "2"],
+     "--request-rate with --concurrency (AIPerf's paced sends under a cap) on a cluster is not modelled yet"),
     (["run", "--client", "wrk"], "--client 'wrk': expected one of vllm-bench, aiperf"),
 ])
 def test_a_clients_flags_are_refused_under_another(monkeypatch, capsys, args, words):
     code, _, err = cli(monkeypatch, capsys, *args)
     assert code == 2 and words in err and err.count("\n") == 1, err
+
+
+def test_a_closed_loop_of_2_on_two_replicas_by_hand(monkeypatch, capsys, tmp_path):
+    # toy cost (0.1 ms a prompt token, 1 ms a decode): AIPerf's closed loop of 2, 4 requests of 100 in, 3 out.
+    # One engine: both prompts in one 20 ms step, two decode steps of 2 ms (done at 24), then the next two (48):
+    # TTFT 20, latency 24. Two replicas, round-robin: each request alone, 10 ms + 2 x 1 ms (done at 12), the next
+    # pair 12 .. 24: TTFT 10, latency 12, 12 output tokens in 24 ms = 500 tokens/s
+    out = {}
+    for name, extra in (("one", []), ("two", ["--num-replicas", "2"])):
+        code, stdout, err = cli(monkeypatch, capsys, "run", "--client", "aiperf", "--concurrency", "2",
+                                "--request-count", "4", "--isl", "100", "--osl", "3", "--streaming", "--cost", "toy",
+                                *extra, "--json", str(tmp_path / f"{name}.json"))
+        assert code == 0, err
+        out[name] = json.loads((tmp_path / f"{name}.json").read_text())["records"]
+    assert out["one"]["time_to_first_token"]["avg"] == pytest.approx(20.0)
+    assert out["one"]["request_latency"]["avg"] == pytest.approx(24.0)
+    assert out["two"]["time_to_first_token"]["avg"] == pytest.approx(10.0)
+    assert out["two"]["request_latency"]["avg"] == pytest.approx(12.0)
+    assert out["two"]["output_token_throughput"]["avg"] == pytest.approx(500.0)
+    assert "on 2 replicas (replica-0, replica-1), router round-robin" in stdout
+
+
+@pytest.mark.parametrize("args", [
+    ["--client", "aiperf", "--concurrency", "3", "--request-count", "12", "--warmup-request-count", "3", "--isl", "200",
+     "--isl-stddev", "50", "--osl", "20", "--streaming"],
+    ["--client", "aiperf", "--request-rate", "40", "--request-count", "12", "--osl", "20", "--streaming"],
+    ["--client", "mlperf", "--scenario", "Server", "--target-qps", "50", "--min-query-count", "20",
+     "--min-duration-ms", "100", "--workload", "azure-conv-sample"],
+    ["--client", "sglang-bench", "--dataset-name", "random", "--num-prompts", "12", "--max-concurrency", "3",
+     "--random-input-len", "200",
+     "--random-output-len", "20"],
+    ["--client", "guidellm", "--profile", "kind=sweep,rate=4", "--constraint", "kind=max_requests,count=8", "--data",
+     "kind=synthetic_text,prompt_tokens=100,output_tokens=10"],
+    ["--client", "inference-perf", "--stages", "20:1", "--load-type", "poisson", "--workload", "azure-conv-sample"],
+])
+def test_one_replica_is_the_plain_engine_under_every_client(monkeypatch, capsys, tmp_path, args):
+    runs = []
+    for extra in ([], ["--num-replicas", "1"]):
+        code, _, err = cli(monkeypatch, capsys, "run", *args, "--cost", "toy", *extra, "--json",
+                           str(tmp_path / "r.json"))
+        assert code == 0, err
+        runs.append(json.loads((tmp_path / "r.json").read_text())["records"])
+    assert runs[0] == runs[1]
 
 
 def test_vllm_bench_is_the_default_client(monkeypatch, capsys, tmp_path):

@@ -197,9 +197,6 @@ def check_client(opts: SimOptions, run_options: dict) -> bool:
     if given:
         raise ConfigError(f"{given[0]}: not an option of --client {own.NAME}, which sends its own load "
                           "(docs/clients.md); drop it")
-    if opts.is_cluster():
-        raise ConfigError(f"--client {own.NAME} on a cluster is not modelled yet: drop the cluster options "
-                          "(--num-replicas, --router, --prefill-replicas, ...)")
     return True
 
 
@@ -215,14 +212,30 @@ def run_client(opts: SimOptions, cfg, policy: str, cm, outputs: list[Path]) -> N
         load = client.plan(opts, [] if synthetic else workload_from_options(opts.workload, **opts.loader_options()))
     else:
         load = client.plan(opts)
-    result, measured = client.run(load, cfg, policy, cm)
+    server = None
+    if opts.is_cluster() and getattr(load, "in_order", False):
+        raise ConfigError("--request-rate with --concurrency (AIPerf's paced sends under a cap) on a cluster is not "
+                          "modelled yet: give one of them")
+    if opts.is_cluster():  # the client sends to the cluster's router; its clock is the cluster's
+        layouts: list = []
+
+        def server(requests, config):
+            c = opts.simulate_cluster(requests, config, policy, cm, "summary")
+            layouts.append(c)
+            return c.cluster
+
+    result, measured = client.run(load, cfg, policy, cm, server=server)
     for one in result if isinstance(result, list) else [result]:  # (a sweep of benchmarks: each)
         rejected_note(one)
     m = client.summarize(result, measured, load, opts)
     print(client.format_metrics(m))
+    if server is not None:
+        c = layouts[-1]
+        print(f"on {len(c.replicas)} replicas ({', '.join(c.names)}), router {c.router}")
+    first = result[0] if isinstance(result, list) else result
     for path in outputs:
         write_json(path, {"client": client.NAME, "client_version": client.VERSION, "records": m,
-                          "policy": result.policy, "cost_model": result.cost_model}, "--json")
+                          "policy": first.policy, "cost_model": first.cost_model}, "--json")
         print(f"wrote {path}")
 
 

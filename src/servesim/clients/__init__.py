@@ -14,7 +14,9 @@ how it defines and aggregates its metrics, so that a prediction is compared with
 - `guidellm`: GuideLLM's profiles (`--profile kind=synchronous|concurrent|throughput|constant|poisson|sweep`),
   `--constraint kind=max_requests`, `--data kind=synthetic_text`, its token-weighted metrics per benchmark.
 
-`servesim run --client NAME` chooses one; each client's flags are refused under another. See docs/clients.md.
+`servesim run --client NAME` chooses one; each client's flags are refused under another. Each `run(load, config,
+policy, cost, server=None)` sends to `server` (a cluster, `engine_server`) or to the one engine. See
+docs/clients.md.
 """
 
 from __future__ import annotations
@@ -28,6 +30,16 @@ CLIENTS = {"vllm-bench": "servesim.clients.vllm_bench", "aiperf": "servesim.clie
            "mlperf": "servesim.clients.mlperf", "inference-perf": "servesim.clients.inference_perf",
            "sglang-bench": "servesim.clients.sglang_bench", "guidellm": "servesim.clients.guidellm"}
 DEFAULT_CLIENT = "vllm-bench"
+
+
+def engine_server(policy: str, cost: object, server=None):
+    """What a client sends to: `server(requests, config) -> SimResult` where given (a cluster's, from the CLI),
+    else the one engine, `simulate` under `policy` and `cost` with the per-step records summarised."""
+    if server is not None:
+        return server
+    from servesim.engine import simulate
+
+    return lambda requests, config: simulate(requests, config, policy, cost, record="summary")
 
 
 def client_module(name: str) -> ModuleType:

@@ -146,17 +146,18 @@ def _lengths(rng: np.random.Generator, mean: float, stddev: float, n: int) -> np
     return np.maximum(1, np.ceil(out)).astype(np.int64)
 
 
-def run(load: Load, config: Any, policy: str, cost: Any) -> tuple[Any, np.ndarray]:
+def run(load: Load, config: Any, policy: str, cost: Any, server: Any = None) -> tuple[Any, np.ndarray]:
     """Simulate both phases as AIPerf runs them, and the mask of the requests it measures (the profiling phase).
     The profiling phase starts when the warm-up's last response is back: the warm-up alone is simulated first
     for that time; then both in one run, which gives the warm-up the very same steps (nothing else arrives
     before it ends)."""
-    from servesim.engine import simulate
+    from servesim.clients import engine_server
 
+    simulate = engine_server(policy, cost, server)
     cfg = replace(config, max_concurrency=load.concurrency, client_sends_in_order=load.in_order)
     start = 0.0
     if load.warmup:
-        w = simulate(list(load.warmup), cfg, policy, cost, record="summary")
+        w = simulate(list(load.warmup), cfg)
         t = w.timelines
         start = float(np.nanmax(np.where(np.isnan(t.finish_time), t.arrival_time, t.finish_time)))
     profiling = [replace(r, arrival_time=start + r.arrival_time) for r in load.profiling]
@@ -164,10 +165,10 @@ def run(load: Load, config: Any, policy: str, cost: Any) -> tuple[Any, np.ndarra
         # the profiling phase paces its own sends from its start, which one run with the warm-up would shift by
         # the warm-up's held sends: it runs alone on the engine the warm-up left empty (AIPerf's prompts share
         # no prefix blocks, so nothing it left cached could hit)
-        result = simulate(profiling, cfg, policy, cost, record="summary")
+        result = simulate(profiling, cfg)
         return result, np.ones(len(profiling), bool)
     requests = [*load.warmup, *profiling]
-    result = simulate(requests, cfg, policy, cost, record="summary")
+    result = simulate(requests, cfg)
     return result, np.array([r.request_id.startswith("profiling-") for r in requests])
 
 

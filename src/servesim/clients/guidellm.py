@@ -137,10 +137,8 @@ def _lengths(rng: np.random.Generator, data: dict, name: str, n: int) -> np.ndar
     return np.maximum(1, np.rint(np.clip(rng.normal(mean, stdev, n), low, high))).astype(np.int64)
 
 
-def _benchmark(load: Load, kind: str, rate: float | None, config: Any, policy: str, cost: Any) -> Any:
+def _benchmark(load: Load, kind: str, rate: float | None, config: Any, simulate: Any) -> Any:
     """One benchmark of the profile: its send times and cap, simulated."""
-    from servesim.engine import simulate
-
     n = load.count
     cap = {"synchronous": 1, "concurrent": int(rate or 1)}.get(kind, load.max_concurrency)
     if kind == "constant":
@@ -150,19 +148,22 @@ def _benchmark(load: Load, kind: str, rate: float | None, config: Any, policy: s
     else:
         times = np.zeros(n)
     reqs = [replace(r, arrival_time=float(t)) for r, t in zip(load.requests, times, strict=True)]
-    return simulate(reqs, replace(config, max_concurrency=cap), policy, cost, record="summary")
+    return simulate(reqs, replace(config, max_concurrency=cap))
 
 
-def run(load: Load, config: Any, policy: str, cost: Any) -> tuple[list, list]:
+def run(load: Load, config: Any, policy: str, cost: Any, server: Any = None) -> tuple[list, list]:
     """Every benchmark of the profile, in order: (their results, their (kind, rate) labels)."""
+    from servesim.clients import engine_server
+
+    sim = engine_server(policy, cost, server)
     if load.kind != "sweep":
-        return [_benchmark(load, load.kind, load.rate, config, policy, cost)], [(load.kind, load.rate)]
-    first = _benchmark(load, "synchronous", None, config, policy, cost)
-    most = _benchmark(load, "throughput", None, config, policy, cost)
+        return [_benchmark(load, load.kind, load.rate, config, sim)], [(load.kind, load.rate)]
+    first = _benchmark(load, "synchronous", None, config, sim)
+    most = _benchmark(load, "throughput", None, config, sim)
     low, high = (_metrics(r)["requests_per_second"] for r in (first, most))
     rates = [float(x) for x in np.linspace(low, high, int(load.rate) - 1)[1:]]
     labels = [("synchronous", None), ("throughput", None)] + [("constant", x) for x in rates]
-    return [first, most] + [_benchmark(load, "constant", x, config, policy, cost) for x in rates], labels
+    return [first, most] + [_benchmark(load, "constant", x, config, sim) for x in rates], labels
 
 
 def summarize(results: Any, labels: Any, load: Load, opts: Any) -> list[dict[str, Any]]:

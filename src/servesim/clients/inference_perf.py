@@ -190,18 +190,20 @@ def _shared_prefix(rng: np.random.Generator, p: dict) -> list:
                     hash_block_size=PREFIX_BLOCK) for i, k in enumerate(order)]
 
 
-def run(load: Load, config: Any, policy: str, cost: Any) -> tuple[Any, np.ndarray]:
+def run(load: Load, config: Any, policy: str, cost: Any, server: Any = None) -> tuple[Any, np.ndarray]:
     """Stage after stage: each starts once the one before has every response back (seen at inference-perf's
     next look, every second from that stage's start) and `interval` has passed. The stages so far are simulated
     together for each next start, so each stage's steps are the final run's."""
-    from servesim.engine import simulate
+    from servesim.clients import engine_server
+
+    simulate = engine_server(policy, cost, server)
 
     start, requests, result = 0.0, [], None
     for k, (offsets, n) in enumerate(zip(load.offsets, (len(o) for o in load.offsets))):
         data = load.data  # (request i takes entry i mod N: shared_prefix's prompts repeat)
         requests += [replace(data[i % len(data)], request_id=f"s{k}-{i}", arrival_time=start + HEAD_START_S + t)
                      for i, t in zip(range(n), offsets)]
-        result = simulate(requests, config, policy, cost, record="summary")
+        result = simulate(requests, config)
         t = result.timelines
         mine = np.array([r.request_id.startswith(f"s{k}-") for r in requests])
         ends = np.where(np.isnan(t.finish_time), t.arrival_time, t.finish_time)[mine]

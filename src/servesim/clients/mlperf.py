@@ -136,10 +136,10 @@ def _server_times(rng: np.random.Generator, qps: float, duration: float, min_que
     return np.array(times)
 
 
-def run(load: Load, config: Any, policy: str, cost: Any) -> tuple[Any, np.ndarray]:
-    from servesim.engine import simulate
+def run(load: Load, config: Any, policy: str, cost: Any, server: Any = None) -> tuple[Any, np.ndarray]:
+    from servesim.clients import engine_server
 
-    result = simulate(list(load.queries), config, policy, cost, record="summary")
+    result = engine_server(policy, cost, server)(list(load.queries), config)
     return result, np.ones(len(load.queries), bool)
 
 

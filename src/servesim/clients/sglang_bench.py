@@ -95,17 +95,19 @@ def _lengths(rng: np.random.Generator, length: int, opts: Any, n: int) -> np.nda
     return rng.integers(max(int(length * ratio), 1), length + 1, n)
 
 
-def run(load: Load, config: Any, policy: str, cost: Any) -> tuple[Any, np.ndarray]:
+def run(load: Load, config: Any, policy: str, cost: Any, server: Any = None) -> tuple[Any, np.ndarray]:
     """The warm-up alone (all at once, past the cap) for its end; the benchmark starts 1 s after; both in one
     run (nothing of the benchmark arrives before the warm-up is over)."""
-    from servesim.engine import simulate
+    from servesim.clients import engine_server
+
+    simulate = engine_server(policy, cost, server)
 
     start = 0.0
     if load.warmup:
-        t = simulate(list(load.warmup), config, policy, cost, record="summary").timelines
+        t = simulate(list(load.warmup), config).timelines
         start = float(np.nanmax(np.where(np.isnan(t.finish_time), t.arrival_time, t.finish_time))) + WARMUP_PAUSE_S
     requests = [*load.warmup, *(replace(r, arrival_time=start + r.arrival_time) for r in load.benchmark)]
-    result = simulate(requests, replace(config, max_concurrency=load.concurrency), policy, cost, record="summary")
+    result = simulate(requests, replace(config, max_concurrency=load.concurrency))
     measured = np.array([r.request_id.startswith("b") for r in requests])
     return result, measured
 
