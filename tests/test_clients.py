@@ -14,7 +14,7 @@ from helpers import cli
 from servesim.clients import aiperf, inference_perf, mlperf
 from servesim.engine.request import Request
 from servesim.engines.config import EngineConfig
-from servesim.errors import ConfigError
+from servesim.errors import ConfigError, ServesimError
 
 
 def _opts(**given) -> SimpleNamespace:
@@ -435,3 +435,84 @@ def test_guidellm_refusals(profile, constraint, words):
     with pytest.raises(ConfigError, match=words):
         guidellm.plan(SimpleNamespace(profile=profile, constraint=constraint,
                                       data="kind=synthetic_text,prompt_tokens=10,output_tokens=2", seed=0))
+
+
+# -- AIPerf --input-file (mooncake_trace) -------------------------------------------------------------------------
+
+TRACE = ['{"timestamp": 2000, "input_length": 100, "output_length": 3, "hash_ids": [7]}',
+         '{"timestamp": 2001, "input_length": 100, "output_length": 3, "hash_ids": [7]}',
+         '{"timestamp": 9000, "input_length": 50, "output_length": 2}',
+         '{"timestamp": 500, "input_length": 100, "output_length": 3}']
+
+
+def _trace(tmp_path, lines=TRACE) -> str:
+    path = tmp_path / "trace.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+def test_aiperf_fixed_schedule_from_a_mooncake_trace(tmp_path):
+    # the start offset 1000 ms drops the entry at 500 and is the schedule's 0: sends at 1.0, 1.001 and 8.0 s, in
+    # timestamp order; the hash_ids blocks are 512 tokens (AIPerf's default --isl-block-size)
+    load = aiperf.plan(_opts(input_file=_trace(tmp_path), custom_dataset_type="mooncake_trace",
+                             fixed_schedule_start_offset=1000))
+    assert load.warmup == () and load.concurrency is None
+    assert [r.arrival_time for r in load.profiling] == pytest.approx([1.0, 1.001, 8.0])
+    assert [r.prompt_len for r in load.profiling] == [100, 100, 50]
+    assert load.profiling[0].hash_ids == (7,) and load.profiling[0].hash_block_size == 512
+    # auto offset: the first timestamp (500) is 0, and nothing is dropped: 0, 1.5, 1.501, 8.5 s
+    auto = aiperf.plan(_opts(input_file=_trace(tmp_path), custom_dataset_type="mooncake_trace",
+                             fixed_schedule_auto_offset=True))
+    assert [r.arrival_time for r in auto.profiling] == pytest.approx([0.0, 1.5, 1.501, 8.5])
+
+
+def test_aiperf_fixed_schedule_replayed_by_hand(monkeypatch, capsys, tmp_path):
+    # toy cost, a KV pool (so the prefix cache is on): the request at 1.0 s prefills 100 tokens in 10 ms; the
+    # one at 1.001 waits for that step, finds 6 of its blocks (96 tokens) cached by the first and prefills 4
+    # beside the first's decode: 0.4 + 1 ms, first token at 1.0114 (TTFT 10.4 ms); the 50-token one at 8 s: 5 ms
+    code, _, err = cli(monkeypatch, capsys, "run", "--client", "aiperf", "--input-file", _trace(tmp_path),
+                       "--custom-dataset-type", "mooncake_trace", "--fixed-schedule-start-offset", "1000",
+                       "--streaming", "--cost", "toy", "--num-gpu-blocks", "1000", "--json", str(tmp_path / "a.json"))
+    assert code == 0, err
+    ttft = json.loads((tmp_path / "a.json").read_text())["records"]["time_to_first_token"]
+    assert ttft["min"] == pytest.approx(5.0) and ttft["max"] == pytest.approx(10.4)
+    assert ttft["avg"] == pytest.approx((10 + 10.4 + 5) / 3)
+
+
+def test_aiperf_trace_without_timestamps_is_the_dataset(tmp_path):
+    lines = ['{"input_length": 100, "output_length": 3}', '{"input_length": 50, "output_length": 2}']
+    load = aiperf.plan(_opts(input_file=_trace(tmp_path, lines), custom_dataset_type="mooncake_trace",
+                             concurrency=2))
+    # as many requests as entries (AIPerf's count for a mooncake_trace), each an entry picked with replacement
+    assert len(load.profiling) == 2 and load.concurrency == 2
+    assert all((r.prompt_len, r.output_len) in ((100, 3), (50, 2)) for r in load.profiling)
+    assert all(r.arrival_time == 0.0 for r in load.profiling)
+
+
+@pytest.mark.parametrize("given, lines, words", [
+    ({}, TRACE, None),
+    ({"custom_dataset_type": None}, TRACE, "--input-file: give --custom-dataset-type"),
+    ({"custom_dataset_type": "multi_turn"}, TRACE, "--custom-dataset-type multi_turn: not modelled yet"),
+    ({"request_count": 5}, TRACE, "--request-count: an option of AIPerf's synthetic data"),
+    ({"concurrency": 2}, TRACE, "--concurrency with a fixed schedule"),
+    ({"fixed_schedule_start_offset": 1, "fixed_schedule_auto_offset": True}, TRACE, "give one (AIPerf refuses both)"),
+    ({"fixed_schedule_start_offset": 9, "fixed_schedule_end_offset": 1}, TRACE, "expected start <= end"),
+    ({"fixed_schedule": True}, ['{"input_length": 10, "output_length": 2}'], "every entry needs a timestamp"),
+    ({}, ['{"input_length": 600, "output_length": 2, "hash_ids": [1]}'],
+     "trace.jsonl:1: input_length 600 with 1 hash_ids of 512 tokens: the last block would be 600"),
+    ({}, ['{"input_length": 10}'], "trace.jsonl:1: output_length: missing"),
+    ({}, ['{"session_id": "a", "input_length": 10, "output_length": 2}'], "trace.jsonl:1: session_id: AIPerf's"),
+])
+def test_aiperf_input_file_refusals(tmp_path, given, lines, words):
+    opts = _opts(**({"input_file": _trace(tmp_path, lines), "custom_dataset_type": "mooncake_trace"} | given))
+    if words is None:
+        assert len(aiperf.plan(opts).profiling) == 4  # (the base case plans)
+        return
+    with pytest.raises(ServesimError) as exc:
+        aiperf.plan(opts)
+    assert words in str(exc.value)
+
+
+def test_aiperf_file_options_need_the_file():
+    with pytest.raises(ConfigError, match="--fixed-schedule: an option of an --input-file's dataset"):
+        aiperf.plan(_opts(osl=3, fixed_schedule=True))

@@ -10,6 +10,8 @@ How it sends (`aiperf/timing/request_rate_strategy.py`, `credit_issuing_strategy
 - `--warmup-request-count W` (default 0) runs first as its own phase, with the same load and generator; the
   `--request-count` (default 10) profiling requests start only once every warm-up response is back, and only
   they are measured.
+- `--input-file` with `--custom-dataset-type mooncake_trace`: its fixed schedule, or its entries as the dataset
+  (`servesim.clients.aiperf_input`).
 - Lengths (`aiperf/dataset/utils.py`): a pool of `--num-dataset-entries` (100) entries, each ISL and OSL
   ceil(normal(mean, stddev)) kept when >= 0 (`--isl` 550, `--osl`: given), each request picking an entry with
   replacement. The output length is each request's `max_tokens`: servesim's requests generate to it.
@@ -66,13 +68,34 @@ class AIPerfFlags:
                                            "--request-rate.")] = "poisson"
     streaming: Annotated[bool, _opt("--streaming", help="aiperf: stream tokens, so TTFT and ITL are "
                                     "measured.")] = False
+    input_file: Annotated[str | None, _opt("--input-file", help="aiperf: a dataset file (with "
+                                           "--custom-dataset-type mooncake_trace).")] = None
+    custom_dataset_type: Annotated[str | None, _opt("--custom-dataset-type", help="aiperf: the --input-file's "
+                                                    "format: mooncake_trace.")] = None
+    fixed_schedule: Annotated[bool, _opt("--fixed-schedule", help="aiperf: send each entry at its timestamp (on "
+                                         "by itself for a mooncake_trace with timestamps).")] = False
+    fixed_schedule_auto_offset: Annotated[bool, _opt("--fixed-schedule-auto-offset", help="aiperf: the first "
+                                                     "timestamp is the schedule's 0.")] = False
+    fixed_schedule_start_offset: Annotated[int | None, _opt("--fixed-schedule-start-offset", help="aiperf: ms; "
+                                                            "entries before it dropped, and it is the 0.")] = None
+    fixed_schedule_end_offset: Annotated[int | None, _opt("--fixed-schedule-end-offset", help="aiperf: ms; "
+                                                          "entries after it dropped.")] = None
+    isl_block_size: Annotated[int, _opt("--isl-block-size", "--prompt-input-tokens-block-size", help="aiperf: "
+                                        "tokens per hash_ids block (default 512).")] = 512
 
 
 FLAGS = AIPerfFlags
 OWN = {"concurrency": "--concurrency", "request_count": "--request-count",
        "warmup_request_count": "--warmup-request-count", "isl": "--isl", "isl_stddev": "--isl-stddev",
        "osl": "--osl", "osl_stddev": "--osl-stddev", "num_dataset_entries": "--num-dataset-entries",
-       "request_rate_mode": "--request-rate-mode", "streaming": "--streaming"}
+       "request_rate_mode": "--request-rate-mode", "streaming": "--streaming", "input_file": "--input-file",
+       "custom_dataset_type": "--custom-dataset-type", "fixed_schedule": "--fixed-schedule",
+       "fixed_schedule_auto_offset": "--fixed-schedule-auto-offset",
+       "fixed_schedule_start_offset": "--fixed-schedule-start-offset",
+       "fixed_schedule_end_offset": "--fixed-schedule-end-offset", "isl_block_size": "--isl-block-size"}
+FILE_ONLY = ("custom_dataset_type", "fixed_schedule", "fixed_schedule_auto_offset", "fixed_schedule_start_offset",
+             "fixed_schedule_end_offset", "isl_block_size")
+SYNTHETIC_ONLY = ("request_count", "isl", "isl_stddev", "osl", "osl_stddev", "num_dataset_entries")
 
 
 def given(opts: Any) -> list[str]:
@@ -94,14 +117,25 @@ def plan(opts: Any) -> Load:
     """The warm-up and profiling requests AIPerf would send with these flags (`--seed` for the generator)."""
     from servesim.engine.request import Request
 
-    rate, n_w = opts.request_rate, opts.warmup_request_count
+    if opts.input_file is not None:
+        return _plan_file(opts)
+    file_only = [OWN[k] for k in FILE_ONLY if getattr(opts, k) != getattr(AIPerfFlags, k)]
+    if file_only:
+        raise ConfigError(f"{file_only[0]}: an option of an --input-file's dataset; add --input-file")
+    n_w = opts.warmup_request_count
     n_p = DEFAULT_REQUEST_COUNT if opts.request_count is None else opts.request_count
     _check(opts, n_p)
     rng = np.random.default_rng(opts.seed)
     entries = DEFAULT_ENTRIES if opts.num_dataset_entries is None else opts.num_dataset_entries
     isl = _lengths(rng, DEFAULT_ISL if opts.isl is None else opts.isl, opts.isl_stddev, entries)
     osl = _lengths(rng, opts.osl, opts.osl_stddev, entries)
-    picks = rng.integers(0, entries, n_w + n_p)
+    pool = [Request("", 0.0, int(i), int(o)) for i, o in zip(isl, osl, strict=True)]
+    return _timed(opts, rng, pool, rng.integers(0, entries, n_w + n_p), n_w, n_p)
+
+
+def _timed(opts: Any, rng: np.random.Generator, pool: list, picks: np.ndarray, n_w: int, n_p: int) -> Load:
+    """Each phase's requests, entry `picks[i]` of `pool` sent by --concurrency or --request-rate."""
+    rate = opts.request_rate
     if rate is None:
         gaps = np.zeros(n_w + n_p)
     elif opts.request_rate_mode == "constant" or math.isinf(rate):
@@ -112,7 +146,7 @@ def plan(opts: Any) -> Load:
     def phase(name: str, k: slice) -> tuple:
         # the first send at the phase's start, each next one a gap after the one before
         times = np.concatenate([[0.0], np.cumsum(gaps[k])[:-1]]) if k.stop > k.start else np.zeros(0)
-        return tuple(Request(f"{name}-{i}", float(t), int(isl[j]), int(osl[j]))
+        return tuple(replace(pool[j], request_id=f"{name}-{i}", arrival_time=float(t))
                      for i, (t, j) in enumerate(zip(times, picks[k], strict=True)))
 
     concurrency = (opts.concurrency or 1) if rate is None else opts.concurrency
@@ -120,14 +154,48 @@ def plan(opts: Any) -> Load:
                 in_order=rate is not None and opts.concurrency is not None)
 
 
+def _plan_file(opts: Any) -> Load:
+    """An --input-file's requests: its fixed schedule, or its entries as the dataset (`aiperf_input`)."""
+    from servesim.clients.aiperf_input import fixed_schedule, read_entries, send_times
+    from servesim.engine.request import Request
+
+    synthetic = [OWN[k] for k in SYNTHETIC_ONLY if getattr(opts, k) != getattr(AIPerfFlags, k)]
+    if synthetic:
+        raise ConfigError(f"{synthetic[0]}: an option of AIPerf's synthetic data; a mooncake_trace --input-file "
+                          "gives the lengths, and as many requests as entries")
+    entries = read_entries(opts)
+    pool = [Request("", 0.0, e.input_length, e.output_length, hash_ids=e.hash_ids,
+                    hash_block_size=opts.isl_block_size if e.hash_ids else None) for e in entries]
+    if fixed_schedule(opts, entries):
+        given = [f for f, v in (("--concurrency", opts.concurrency), ("--request-rate", opts.request_rate),
+                                ("--warmup-request-count", opts.warmup_request_count or None)) if v is not None]
+        if given:
+            raise ConfigError(f"{given[0]} with a fixed schedule (--input-file with timestamps): not modelled yet")
+        times = send_times(opts, entries)
+        order = sorted(range(len(pool)), key=lambda i: times[i])  # AIPerf sends in timestamp order
+        return Load((), tuple(replace(pool[i], request_id=f"profiling-{k}", arrival_time=times[i])
+                              for k, i in enumerate(order)), None)
+    _check_load(opts)
+    rng = np.random.default_rng(opts.seed)
+    n_w, n_p = opts.warmup_request_count, len(pool)
+    return _timed(opts, rng, pool, rng.integers(0, len(pool), n_w + n_p), n_w, n_p)
+
+
+def _check_load(opts: Any) -> None:
+    if opts.request_rate_mode not in ("poisson", "constant"):
+        raise ConfigError(f"--request-rate-mode {opts.request_rate_mode!r}: expected poisson or constant")
+    for flag, v, low in (("--warmup-request-count", opts.warmup_request_count, 0),
+                         ("--concurrency", opts.concurrency, 1)):
+        if v is not None and v < low:
+            raise ConfigError(f"{flag} {v}: expected an integer >= {low}")
+
+
 def _check(opts: Any, n_p: int) -> None:
     if opts.osl is None:
         raise ConfigError("--client aiperf: give --osl (AIPerf sends no max_tokens without it, and servesim "
                           "needs each request's output length)")
-    if opts.request_rate_mode not in ("poisson", "constant"):
-        raise ConfigError(f"--request-rate-mode {opts.request_rate_mode!r}: expected poisson or constant")
-    for flag, v, low in (("--request-count", n_p, 1), ("--warmup-request-count", opts.warmup_request_count, 0),
-                         ("--concurrency", opts.concurrency, 1), ("--isl", opts.isl, 1), ("--osl", opts.osl, 1),
+    _check_load(opts)
+    for flag, v, low in (("--request-count", n_p, 1), ("--isl", opts.isl, 1), ("--osl", opts.osl, 1),
                          ("--num-dataset-entries", opts.num_dataset_entries, 1)):
         if v is not None and v < low:
             raise ConfigError(f"{flag} {v}: expected an integer >= {low}")

@@ -170,10 +170,11 @@ def _staggered(f: dict, cfg: Any, cost: Any) -> dict[str, float]:
 def _aiperf(f: dict, cfg: Any, cost: Any) -> dict[str, float]:
     from servesim.clients import aiperf
 
-    opts = SimpleNamespace(concurrency=f.get("concurrency"), request_rate=f.get("request_rate"),
-                           request_count=f["num_requests"], warmup_request_count=f.get("warmup_requests", 0),
-                           isl=f["isl"], isl_stddev=0.0, osl=f["osl"], osl_stddev=0.0, num_dataset_entries=1,
-                           request_rate_mode="poisson", streaming=True, seed=0)
+    defaults = {name: getattr(aiperf.AIPerfFlags, name) for name in aiperf.OWN}
+    opts = SimpleNamespace(**defaults | dict(
+        concurrency=f.get("concurrency"), request_rate=f.get("request_rate"), request_count=f["num_requests"],
+        warmup_request_count=f.get("warmup_requests", 0), isl=f["isl"], osl=f["osl"], num_dataset_entries=1,
+        streaming=True, seed=0))
     load = aiperf.plan(opts)
     m = aiperf.metrics(*aiperf.run(load, cfg, f["engine"], cost), streaming=True)
     out = {"ttft_ms": m["time_to_first_token"].get("avg"), "e2el_ms": m["request_latency"].get("avg"),
