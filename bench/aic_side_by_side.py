@@ -1,0 +1,64 @@
+"""servesim beside AIConfigurator's own estimate on the same measured rows: `python -m bench.aic_side_by_side
+[--start staggered|together]` (needs `pip install 'servesim[aic]'`; about a minute).
+
+The rows are those `servesim validate aic-silicon` predicts; AIConfigurator's estimate of each is
+`bench.aic_estimate`'s (its own scoring of its file). Printed as the table of docs/accuracy.md: MAPE of TTFT and
+TPOT per group, over the rows both predict, and the rows AIConfigurator refuses, with the reason.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections import Counter, defaultdict
+
+import numpy as np
+
+from bench.aic_estimate import estimate
+
+
+def main() -> None:
+    import polars as pl
+
+    from servesim.validate.aic import read_silicon, silicon_csv
+    from servesim.validate.score import group_of, score
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--start", default="staggered", choices=("staggered", "together"))
+    args = ap.parse_args()
+    raw = {r["id"]: r for r in pl.read_csv(silicon_csv(), infer_schema_length=0).iter_rows(named=True)}
+    points, _ = read_silicon(start=args.start)
+    report = score(points)
+    both, refused = [], Counter()
+    for p, _, err in report.predicted:
+        aic = estimate(raw[p.fields["id"]])
+        if isinstance(aic, str):
+            refused[aic] += 1
+            continue
+        m = p.measured
+        aic_err = {"ttft_ms": (aic[0] - m["ttft_ms"]) / m["ttft_ms"] * 100,
+                   "tpot_ms": (aic[1] - m["tpot_ms"]) / m["tpot_ms"] * 100}
+        both.append((p, err, aic_err))
+    print(f"{len(report.predicted)} rows servesim predicts ({args.start}); AIConfigurator estimates {len(both)}")
+    print("| group | rows | TTFT servesim | TTFT AIConfigurator | TPOT servesim | TPOT AIConfigurator |")
+    print("|---|---:|---:|---:|---:|---:|")
+    _row("**all**", both)
+    for g in ("model", "gpu", "engine", "load"):
+        by = defaultdict(list)
+        for row in both:
+            by[group_of(row[0], g)].append(row)
+        for key in sorted(by):
+            _row(key, by[key])
+    for why, n in refused.most_common():
+        print(f"  AIConfigurator refuses {n} rows: {why}")
+
+
+def _row(label: str, rows: list) -> None:
+    def mape(which: int, metric: str) -> str:
+        return f"{np.mean([abs(r[which][metric]) for r in rows]):.1f}"
+
+    print(f"| {label} | {len(rows)} | {mape(1, 'ttft_ms')} | {mape(2, 'ttft_ms')} | {mape(1, 'tpot_ms')} | "
+          f"{mape(2, 'tpot_ms')} |")
+
+
+if __name__ == "__main__":
+    main()
