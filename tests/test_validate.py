@@ -105,3 +105,31 @@ def test_a_staggered_closed_loop_by_hand():
                   "osl": 3, "num_requests": 2, "cost": "toy", "start": "staggered"}, {"ttft_ms": 1.0})
     assert predict(p) == pytest.approx({"ttft_ms": 12.5, "tpot_ms": 4.0, "itl_ms": 4.0, "e2el_ms": 20.5,
                                         "output_throughput": 250.0})  # 6 tokens over 24 ms
+
+
+def test_a_process_pool_scores_as_one_process(monkeypatch, capsys, tmp_path):
+    # a prediction depends only on its row: the pool's report is the in-process one, row for row
+    docs = []
+    for workers in ("1", "2"):
+        code, _, err = cli(monkeypatch, capsys, "validate", str(SAMPLE), "--workers", workers, "--json",
+                           str(tmp_path / f"v{workers}.json"))
+        assert code == 0, err
+        docs.append(json.loads((tmp_path / f"v{workers}.json").read_text()))
+    assert docs[0] == docs[1]
+
+
+def test_the_html_page(monkeypatch, capsys, tmp_path):
+    code, out, err = cli(monkeypatch, capsys, "validate", str(SAMPLE), "--workers", "1", "--html",
+                         str(tmp_path / "v.html"))
+    assert code == 0, err
+    assert f"wrote {tmp_path / 'v.html'}" in out
+    page = (tmp_path / "v.html").read_text()
+    assert "4 rows: 2 predicted, 2 out of reach. ttft_ms MAPE 22.5 % (signed +2.5 %)" in page
+    assert page.count("<tr>") == 1 + 2  # the worst rows: a header and both predicted rows
+    assert "<li>1 rows: validate takes vllm-bench and aiperf rows</li>" in page  # (client 'guidellm': ...)
+    assert "https://" not in page.split("<script")[0]  # offline: plotly is inlined, nothing fetched
+
+
+def test_executor_options_are_checked(monkeypatch, capsys):
+    code, _, err = cli(monkeypatch, capsys, "validate", str(SAMPLE), "--ray-address", "auto")
+    assert code == 2 and "--ray-address names a Ray cluster: add --executor ray" in err

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from servesim.cli.app import app
+from servesim.cli.plan import Executor, RayAddress, Workers
 from servesim.cli.term import LazyConsole
 from servesim.errors import ConfigError
 
@@ -30,20 +31,28 @@ def validate_cmd(
                                                    "that overrides theirs, e.g. --set gpu=h100 --set tp=2 (keys: "
                                                    "model, gpu, tp, engine, engine_version, quantization, ...).")]
     = None,
+    executor: Executor = "local",
+    workers: Workers = None,
+    ray_address: RayAddress = None,
+    html: Annotated[Path | None, typer.Option("--html", help="Write an offline HTML page: predicted vs measured "
+                                                             "per metric, error by group, the worst rows.")] = None,
 ) -> None:
     """Simulate every measured point under its client and compare: MAPE and signed error per metric, overall and
     by model, GPU, engine, client and load; every row servesim cannot express, with the reason. Nothing is
     fitted on the rows scored."""
     from servesim.output import check_output_file
+    from servesim.plan.executors import make_executor
     from servesim.validate.score import METHOD, score
 
-    if json_path is not None:
-        check_output_file(json_path, "--json")
+    for path, flag in ((json_path, "--json"), (html, "--html")):
+        if path is not None:
+            check_output_file(path, flag)
+    ex = make_executor(executor, workers, ray_address)
     points, skipped = _points(sources, start, set_ or [])
     from servesim.cli.plan import PointsProgress
 
     with PointsProgress(len(points), "rows") as bar:
-        report = score(points, bar.advance)
+        report = score(points, bar.advance, ex)
     report.rows += len(skipped)
     report.out_of_reach = skipped + report.out_of_reach
     print(f"method: {METHOD}")
@@ -60,6 +69,11 @@ def validate_cmd(
 
         write_json(json_path, report.to_json(), "--json")
         print(f"wrote {json_path}")
+    if html is not None:
+        from servesim.report.accuracy import write_page
+
+        write_page(html, report, ", ".join(sources), METHOD)
+        print(f"wrote {html}")
 
 
 def _points(sources: list[str], start: str, set_: list[str]) -> tuple[list, list]:

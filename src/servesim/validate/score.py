@@ -73,19 +73,32 @@ def group_of(p: Point, g: str) -> str:
     return str(f[g])
 
 
-def score(points: list[Point], progress=None) -> Report:
+def score(points: list[Point], progress=None, executor=None) -> Report:
+    """Every point predicted and compared, in order; `executor` (`servesim.plan.executors`: a process pool or
+    Ray) runs the points apart, with the same report (a prediction depends only on its point)."""
+    from servesim.plan.executors import LocalExecutor
+
     report = Report(rows=len(points))
-    for p in points:
-        try:
-            pred = predict(p)
-        except ServesimError as exc:
-            report.out_of_reach.append((p.line, str(exc)))
-        else:
-            err = {m: (pred[m] - v) / v * 100 for m, v in p.measured.items() if m in pred}
-            report.predicted.append((p, pred, err))
+    outs: list = [None] * len(points)
+    for i, out in (executor or LocalExecutor(1)).run(predict_or_reason, points):
+        outs[i] = out
         if progress is not None:
             progress()
+    for p, out in zip(points, outs, strict=True):
+        if isinstance(out, str):
+            report.out_of_reach.append((p.line, out))
+        else:
+            err = {m: (out[m] - v) / v * 100 for m, v in p.measured.items() if m in out}
+            report.predicted.append((p, out, err))
     return report
+
+
+def predict_or_reason(p: Point) -> dict[str, float] | str:
+    """The point's predictions, or why it is out of reach (a task for an executor: top level, picklable)."""
+    try:
+        return predict(p)
+    except ServesimError as exc:
+        return str(exc)
 
 
 def predict(p: Point) -> dict[str, float]:
