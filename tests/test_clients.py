@@ -437,6 +437,36 @@ def test_guidellm_refusals(profile, constraint, words):
                                       data="kind=synthetic_text,prompt_tokens=10,output_tokens=2", seed=0))
 
 
+@pytest.mark.parametrize("form", ["pairs", "json", "yaml-file", "json-file"])
+def test_guidellm_data_in_each_of_its_forms(tmp_path, form):
+    # GuideLLM's --data (guidellm/data/config.py): key=value pairs, a JSON/YAML mapping, or a config file
+    from servesim.clients import guidellm
+
+    data = {"pairs": "kind=synthetic_text,prompt_tokens=10,output_tokens=2",
+            "json": '{"kind": "synthetic_text", "prompt_tokens": 10, "output_tokens": 2}'}.get(form)
+    if form == "yaml-file":
+        (tmp_path / "d.yaml").write_text("kind: synthetic_text\nprompt_tokens: 10\noutput_tokens: 2\n")
+        data = str(tmp_path / "d.yaml")
+    if form == "json-file":
+        (tmp_path / "d.json").write_text('{"kind": "synthetic_text", "prompt_tokens": 10, "output_tokens": 2}')
+        data = str(tmp_path / "d.json")
+    load = guidellm.plan(_gl("kind=synchronous", data=data))
+    assert [(r.prompt_len, r.output_len) for r in load.requests] == [(10, 2)] * 3
+
+
+@pytest.mark.parametrize("data, words", [
+    ("kind=synthetic_text,prompt_tokens=10,output_tokens=2,turns=3", "--data turns: not modelled yet"),
+    ("missing.yaml", "--data missing.yaml: no such file"),
+    ("{kind: [", "--data: not valid JSON or YAML"),
+])
+def test_guidellm_data_refusals(data, words):
+    from servesim.clients import guidellm
+
+    with pytest.raises(ConfigError) as exc:
+        guidellm.plan(_gl("kind=synchronous", data=data))
+    assert words in str(exc.value)
+
+
 # -- AIPerf --input-file (mooncake_trace) -------------------------------------------------------------------------
 
 TRACE = ['{"timestamp": 2000, "input_length": 100, "output_length": 3, "hash_ids": [7]}',

@@ -1,7 +1,8 @@
 """GuideLLM as a client (pinned: vllm-project/guidellm at ee7a774, v0.7.3-12), read in its source
 (`scheduler/strategies.py`, `benchmark/profiles/`, `schemas/request_stats.py`, `statistics.py`,
-`data/deserializers/synthetic.py`), with its own option strings: `--profile kind=...,rate=...`,
-`--constraint kind=max_requests,count=N`, `--data kind=synthetic_text,prompt_tokens=...,output_tokens=...`.
+`data/deserializers/synthetic.py`, `data/config.py`), with its own option strings: `--profile kind=...,rate=...`,
+`--constraint kind=max_requests,count=N`, `--data kind=synthetic_text,prompt_tokens=...,output_tokens=...` (or
+the same as a JSON or YAML mapping, or a data config file: .json, .yaml, .yml, .config).
 
 How it sends: `synchronous`, one request at a time, the next at the last's completion; `concurrent` (`rate` =
 streams), N in flight, each freed stream sending its next at once; `throughput`, everything at once (at most
@@ -72,6 +73,39 @@ def _pairs(text: str | None, option: str) -> dict[str, str]:
     return out
 
 
+DATA_KEYS = {"kind", *(f"{n}{s}" for n in ("prompt_tokens", "output_tokens") for s in ("", "_stdev", "_min", "_max"))}
+DATA_FILES = (".json", ".yaml", ".yml", ".config")
+
+
+def _data(text: str | None) -> dict[str, str]:
+    """GuideLLM's `--data` (guidellm/data/config.py): a config file (.json; .yaml, .yml, .config as YAML), a
+    JSON or YAML mapping, or key=value pairs."""
+    from pathlib import Path
+
+    if text is not None and Path(text).suffix.lower() in DATA_FILES:
+        path = Path(text)
+        if not path.is_file():
+            raise ConfigError(f"--data {text}: no such file; expected a GuideLLM data config (.json, .yaml)")
+        return _mapping(path.read_text(encoding="utf-8"), str(path), in_file=True)
+    if text is not None and text.lstrip().startswith("{"):
+        return _mapping(text, "--data")
+    return _pairs(text, "--data")
+
+
+def _mapping(text: str, where: str, in_file: bool = False) -> dict[str, str]:
+    import yaml
+
+    try:
+        data = yaml.safe_load(text)  # (JSON is YAML)
+    except yaml.YAMLError as exc:
+        line = getattr(getattr(exc, "problem_mark", None), "line", None)
+        at = f":{line + 1}" if line is not None and in_file else ""
+        raise ConfigError(f"{where}{at}: not valid JSON or YAML; expected GuideLLM data arguments") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where}: expected a mapping of GuideLLM data arguments (kind: synthetic_text, ...)")
+    return {str(k): str(v) for k, v in data.items()}
+
+
 def _number(pairs: dict, key: str, option: str, kind: type = float, default: Any = None) -> Any:
     if key not in pairs:
         if default is None:
@@ -98,7 +132,7 @@ class Load:
 
 def plan(opts: Any) -> Load:
     profile, constraint, data = (_pairs(opts.profile, "--profile"), _pairs(opts.constraint, "--constraint"),
-                                 _pairs(opts.data, "--data"))
+                                 _data(opts.data))
     kind = profile.get("kind")
     if kind not in KINDS:
         raise ConfigError(f"--profile kind={kind}: expected one of {', '.join(KINDS)}")
@@ -116,6 +150,10 @@ def plan(opts: Any) -> Load:
     cap = _number(profile, "max_concurrency", "--profile", int, THROUGHPUT_MAX_CONCURRENCY)
     if data.get("kind") != "synthetic_text":
         raise ConfigError("--data: servesim models kind=synthetic_text,prompt_tokens=...,output_tokens=...")
+    unread = sorted(set(data) - DATA_KEYS)
+    if unread:
+        raise ConfigError(f"--data {unread[0]}: not modelled yet (servesim reads {', '.join(sorted(DATA_KEYS))}); "
+                          "drop it")
     rng = np.random.default_rng(opts.seed)
     ins, outs = (_lengths(rng, data, name, count) for name in ("prompt_tokens", "output_tokens"))
     from servesim.engine.request import Request
