@@ -18,8 +18,8 @@ import servesim
 from servesim.defaults import build_cost
 from servesim.engines.config import EngineConfig
 from servesim.errors import ConfigError
+from servesim.measured.read import read_run
 from servesim.measured.replay import replay
-from servesim.measured.run import read_run
 
 DATA = Path(servesim.__file__).parent / "data" / "validate"
 VLLM = DATA / "vllm-result-sample.json"

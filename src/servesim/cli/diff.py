@@ -36,8 +36,8 @@ def diff_cmd(
 ) -> None:
     """Replay a measured run request by request (same lengths, same order, sent when the client sent them) and
     show per request where servesim and the measurement part: TTFT (predicted as queue + prefill) and decode."""
+    from servesim.measured.read import read_run
     from servesim.measured.replay import replay
-    from servesim.measured.run import read_run
     from servesim.output import check_output_file
 
     if worst < 0:

@@ -4,7 +4,8 @@
 where the file has them, the measured TTFT and end-to-end latency (seconds), and the client's own aggregates
 (`means`, under `servesim.validate.rows.METRICS`' names, in the client's definitions). Readers:
 `servesim.measured.vllm_result` (`vllm bench serve --save-result [--save-detailed]`) and
-`servesim.measured.aiperf_export` (AIPerf's `profile_export.jsonl`, with `profile_export_aiperf.json` beside it).
+`servesim.measured.aiperf_export` (AIPerf's `profile_export.jsonl`, with `profile_export_aiperf.json` beside it);
+`servesim.measured.read.read_run` picks one from the file.
 """
 
 from __future__ import annotations
@@ -13,8 +14,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-
-from servesim.errors import ConfigError
 
 # The deployment keys a run file may carry (vllm bench serve's `--metadata KEY=VALUE`), under validate's names
 DEPLOYMENT_KEYS = ("model", "gpu", "tp", "engine", "engine_version", "quantization", "kv_cache_dtype", "cost",
@@ -40,20 +39,3 @@ class MeasuredRun:
 
     def __len__(self) -> int:
         return len(self.input_lens)
-
-
-def read_run(path: str | Path) -> MeasuredRun:
-    """A vLLM result file (`.json`), or AIPerf's per-request export (`profile_export.jsonl`, or the artifacts
-    folder holding it)."""
-    from servesim.measured import aiperf_export, vllm_result
-
-    path = Path(path)
-    if path.is_dir():
-        inner = path / aiperf_export.RECORDS_FILE
-        if not inner.is_file():
-            raise ConfigError(f"{path}: a folder without {aiperf_export.RECORDS_FILE}; expected a vllm bench serve "
-                              "result .json, AIPerf's profile_export.jsonl or its artifacts folder")
-        return aiperf_export.read(inner)
-    if path.suffix == ".jsonl":
-        return aiperf_export.read(path)
-    return vllm_result.read(path)

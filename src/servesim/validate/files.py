@@ -37,7 +37,7 @@ def run_files(source: Path) -> list[Path]:
 
 def run_points(paths: list[Path], given: dict[str, str]) -> tuple[list[Point], list[tuple[str, str]]]:
     """(a point per run file servesim can replay; every other file and why)."""
-    from servesim.measured.run import read_run
+    from servesim.measured.read import read_run
 
     points, out = [], []
     for path in paths:
