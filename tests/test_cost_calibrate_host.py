@@ -124,8 +124,9 @@ def test_profile_engine_errors_are_one_line(tmp_path):
 # -- a vLLM result file ----------------------------------------------------------------------------------------
 
 
-def result_file(engine, rate="inf", n=16):
-    """`vllm bench serve --save-detailed`'s arrays, made by servesim under `engine` (rate inf: all at t = 0)."""
+def result_file(engine, rate="inf", n=16, cap=None, sends=False):
+    """`vllm bench serve --save-detailed`'s arrays, made by servesim under `engine` (rate inf: all at t = 0);
+    `sends`: with each request's `start_times` (newer vLLM writes them; vLLM 0.33's file has none)."""
     import math
 
     import numpy as np
@@ -137,9 +138,14 @@ def result_file(engine, rate="inf", n=16):
 
     t = arrival_times(n, math.inf if rate == "inf" else rate, 1.0, np.random.default_rng(0))
     reqs = [Request(str(i), float(a), 64 + 37 * i, 4 + 3 * i) for i, a in enumerate(t)]
-    res = simulate(reqs, cost=Roofline(MODEL, GPU, 1, engine=engine), record="summary")
-    return per_request(res) | {"request_rate": rate, "burstiness": 1.0, "max_concurrency": None,
-                               "mean_ttft_ms": 0.0}
+    from servesim.engines.config import EngineConfig
+
+    res = simulate(reqs, EngineConfig(max_concurrency=cap), cost=Roofline(MODEL, GPU, 1, engine=engine),
+                   record="summary")
+    arrays = per_request(res)
+    if not sends:
+        del arrays["start_times"]
+    return arrays | {"request_rate": rate, "burstiness": 1.0, "max_concurrency": cap, "mean_ttft_ms": 0.0}
 
 
 def test_result_file_fit_gives_back_step_and_seq_host(tmp_path, monkeypatch, capsys):
@@ -159,6 +165,65 @@ def test_result_file_fit_gives_back_step_and_seq_host(tmp_path, monkeypatch, cap
     assert host["ttft_mape"] < 0.5 and host["itl_mape"] < 0.5 and "TTFT error" in stdout
 
 
+def test_a_closed_loop_fits_a_steps_host_time(tmp_path, monkeypatch, capsys):
+    # --max-concurrency 4 at rate inf: a closed loop, replayed as one and compared request by request. The batch
+    # stays near 4, so the run fixes a 4-request step's host time, not its split: step_host is fitted with
+    # seq_host at the preset's, and step + 4 x seq comes back as the truth's 3 + 4 x 0.2 = 3.8 ms
+    preset = replace(get_engine("vllm-0.2"), enforce_eager=False)
+    truth = replace(preset, step_host=3e-3, seq_host=0.2e-3)
+    (tmp_path / "run.json").write_text(json.dumps(result_file(truth, n=48, cap=4, sends=True)))
+    out = tmp_path / "fit.json"
+    code, _, err = cli(monkeypatch, capsys, "calibrate", str(tmp_path / "run.json"), "--model", MODEL,
+                       "--gpu", GPU, "--engine", "vllm-0.2", "--no-enforce-eager", "-o", str(out))
+    assert code == 0, err
+    data = json.loads(out.read_text())
+    assert data["fit"]["host"]["compared"] == "per request"
+    assert data["fit"]["host"]["fitted"] == ["step_host"] and data["engine"]["seq_host_s"] == preset.seq_host
+    host4 = data["engine"]["step_host_s"] + 4 * data["engine"]["seq_host_s"]
+    assert host4 == pytest.approx(3e-3 + 4 * 0.2e-3, rel=0.02)
+
+
+def aiperf_export(engine, out, n=16, rate=20.0):
+    """AIPerf's per-request export (profile_export.jsonl and the load beside it) of a Poisson run made by servesim
+    under `engine`: each record's send, lengths, TTFT and latency."""
+    import numpy as np
+
+    from servesim.engine.loop import simulate
+    from servesim.engine.request import Request
+
+    t = np.cumsum(np.random.default_rng(0).exponential(1 / rate, n))
+    reqs = [Request(str(i), float(a), 64 + 37 * i, 4 + 3 * i) for i, a in enumerate(t)]
+    res = simulate(reqs, cost=Roofline(MODEL, GPU, 1, engine=engine), record="summary")
+    lines = []
+    for r in res.requests:
+        start, ttft, lat = int(round(r.arrival_time * 1e9)), r.token_times[0] - r.arrival_time, \
+            r.finish_time - r.arrival_time
+        lines.append({"metadata": {"request_start_ns": start, "request_end_ns": start + int(lat * 1e9),
+                                   "benchmark_phase": "profiling"},
+                      "metrics": {"input_sequence_length": {"value": r.prompt_len, "unit": "tokens"},
+                                  "output_sequence_length": {"value": r.output_len, "unit": "tokens"},
+                                  "time_to_first_token": {"value": ttft * 1e3, "unit": "ms"},
+                                  "request_latency": {"value": lat * 1e3, "unit": "ms"}}, "error": None})
+    out.mkdir()
+    (out / "profile_export.jsonl").write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    (out / "profile_export_aiperf.json").write_text(json.dumps({"input_config": {"loadgen": {"request_rate": rate}}}))
+
+
+def test_an_aiperf_export_fits_at_its_recorded_sends(tmp_path, monkeypatch, capsys):
+    # --request-rate 20: an open loop, every request replayed at its request_start_ns; the batch varies, so both
+    # constants come back
+    preset = replace(get_engine("vllm-0.2"), enforce_eager=False)
+    aiperf_export(replace(preset, step_host=3e-3, seq_host=0.2e-3), tmp_path / "artifacts")
+    out = tmp_path / "fit.json"
+    code, _, err = cli(monkeypatch, capsys, "calibrate", str(tmp_path / "artifacts"), "--model", MODEL, "--gpu",
+                       GPU, "--engine", "vllm-0.2", "--no-enforce-eager", "-o", str(out))
+    assert code == 0, err
+    data = json.loads(out.read_text())
+    assert data["fit"]["host"]["compared"] == "per request, at the recorded sends"
+    assert data["engine"]["step_host_s"] == pytest.approx(3e-3, rel=5e-3)
+    assert data["engine"]["seq_host_s"] == pytest.approx(0.2e-3, rel=5e-3)
+
+
 @pytest.mark.parametrize("edit, message", [
     (lambda d: {"mean_ttft_ms": 1.0}, r"missing input_lens, output_lens, ttfts, itls \(saved without "
                                       r"--save-detailed"),
@@ -166,7 +231,8 @@ def test_result_file_fit_gives_back_step_and_seq_host(tmp_path, monkeypatch, cap
     (lambda d: [1, 2], r"expected a `vllm bench serve .*, got a JSON list"),
     (lambda d: d | {"ttfts": d["ttfts"][:-1]}, r"ttfts: 15 entries, input_lens has 16"),
     (lambda d: d | {"ttfts": [-1.0] + d["ttfts"][1:]}, r"ttfts\[0\]: expected seconds > 0, got -1.0"),
-    (lambda d: d | {"max_concurrency": 4}, r"max_concurrency: 4; calibrating from a capped run is not supported yet"),
+    (lambda d: d | {"max_concurrency": 4, "request_rate": 8}, r"max_concurrency: 4 at request_rate 8; calibrating "
+                                                              r"from a capped run needs --request-rate inf"),
     (lambda d: d | {"ramp_up_strategy": "linear"}, r'ramp_up_strategy: "linear"; calibrating from a ramp-up run'),
     (lambda d: d | {"request_rate": None}, r"request_rate: not in the file; give --request-rate"),
 ])

@@ -188,7 +188,8 @@ POOR_FIT_MAPE = 50.0  # held-out MAPE (%) from which a fitted profile is written
 def calibrate_cmd(
     measured: Annotated[Path, typer.Argument(help="CSV of measurements: operator,tp,num_tokens,size_bytes,decodes,"
                                              "context,prefill,time_ms; or a `vllm bench serve --save-result "
-                                             "--save-detailed` JSON (see docs/cost-models.md).")],
+                                             "--save-detailed` JSON, or AIPerf's profile_export.jsonl (or its "
+                                             "artifacts folder) (see docs/cost-models.md).")],
     model: Annotated[str, typer.Option(help="Model measured (name or PATH/config.json).")],
     gpu: Annotated[str, typer.Option(help="GPU measured on (name, alias or PATH.toml).")],
     tp: Annotated[int, typer.Option(help="Tensor-parallel size the profile defaults to as --cost (and the vLLM "
@@ -227,7 +228,7 @@ def calibrate_cmd(
     replay = {"--request-rate": request_rate, "--burstiness": burstiness, "--max-num-seqs": max_num_seqs,
               "--max-num-batched-tokens": max_num_batched_tokens}
     try:
-        if measured.suffix == ".json":
+        if measured.suffix in (".json", ".jsonl") or measured.is_dir():
             _calibrate_serve(measured, model, gpu, tp, output, seed, engine, flags, replay)
         else:
             given = [k for k, v in replay.items() if v is not None]
@@ -284,13 +285,19 @@ def _calibrate_csv(measured: Path, model: str, gpu: str, tp: int, output: Path, 
 
 def _calibrate_serve(measured: Path, model: str, gpu: str, tp: int, output: Path, seed: int, engine: str | None,
                      flags: dict, replay: dict) -> None:
-    from servesim.cost.calibrate_serve import fit_host_serve, read_vllm_result
+    from servesim.cost.calibrate_serve import fit_host_serve, from_aiperf, read_vllm_result
     from servesim.cost.host import get_engine
     from servesim.cost.roofline import CostParams
     from servesim.cost.specs import load_gpu
     from servesim.engines.config import EngineConfig
 
-    result = read_vllm_result(measured, replay["--request-rate"], replay["--burstiness"])
+    if measured.suffix == ".json":
+        result = read_vllm_result(measured, replay["--request-rate"], replay["--burstiness"])
+    else:  # AIPerf's per-request export: its sends recorded
+        given = [k for k in ("--request-rate", "--burstiness") if replay[k] is not None]
+        if given:
+            raise ConfigError(f"{given[0]}: AIPerf's export records each request's send; drop it")
+        result = from_aiperf(measured)
     preset = get_engine(engine, **{k: v for k, v in flags.items() if v is not None})
     config = EngineConfig(max_num_seqs=replay["--max-num-seqs"],
                           max_num_batched_tokens=replay["--max-num-batched-tokens"])

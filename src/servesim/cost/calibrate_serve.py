@@ -8,7 +8,12 @@ Read from the file (vLLM 0.33's keys; servesim's own result file is a superset):
   the simulation and of the comparison.
 - `request_rate` (a number or "inf") and `burstiness` (default 1): the arrival process, overridden by the
   command line's; a finite rate with neither is refused.
-- `max_concurrency`: must be null; a capped run is refused, not approximated (the replay does not cap yet).
+- `max_concurrency`: null, or a cap with `request_rate` inf: a closed loop, replayed as one (its sends follow
+  servesim's completions, as the real ones followed the engine's), compared request by request; its batch stays
+  near the cap, which fixes the host time of such a step but not its split, so only `step_host` is fitted.
+- `start_times` (each request's send, which newer vLLM writes): an open loop is replayed at them, compared one
+  by one. AIPerf's per-request export (`profile_export.jsonl`, `from_aiperf`): `--concurrency` as a closed loop,
+  `--request-rate` at its recorded sends.
 
 Assumed: vLLM's file holds no send time per request, so the arrivals are drawn again with `vllm bench serve`'s
 process (`servesim.workloads.synthetic.arrival_times`) from the given seed. With rate inf (all at once) or
@@ -34,7 +39,7 @@ import numpy as np
 from servesim.cost.calibrate_host import HostFit
 from servesim.cost.host import EngineProfile
 from servesim.cost.roofline import CostParams, Roofline
-from servesim.cost.specs import is_finite, parse_json_input, read_input_text, show
+from servesim.cost.specs import is_finite, is_int, parse_json_input, read_input_text, show
 from servesim.errors import ConfigError
 from servesim.measured.vllm_result import detailed
 
@@ -58,6 +63,8 @@ class ServeResult:
     request_rate: float  # requests per second, inf: all at once
     burstiness: float
     num_failed: int
+    send: np.ndarray | None = None  # an open loop's recorded sends (seconds, any origin) where the file has them
+    cap: int | None = None  # a closed loop's cap (all sent at once, each next at a completion): replayed as one
 
 
 def read_vllm_result(path: str | Path, request_rate: float | None = None,
@@ -72,16 +79,46 @@ def read_vllm_result(path: str | Path, request_rate: float | None = None,
         hint = (" (saved without --save-detailed: it has the summary, not the per-request arrays)"
                 if "mean_ttft_ms" in data else "")
         raise ConfigError(f"{path}: missing {', '.join(missing)}{hint}; expected {WHAT}")
-    if data.get("max_concurrency") is not None:
-        raise ConfigError(f"{path}: max_concurrency: {show(data['max_concurrency'])}; calibrating from a capped "
-                          "run is not supported yet, expected a run without --max-concurrency (null)")
+    arrays = detailed(path, data)  # (the successful requests, checked)
+    lens = tuple(arrays["input_lens"].tolist()), tuple(arrays["output_lens"].tolist())
+    rate, cap = _rate(path, data, request_rate), data.get("max_concurrency")
     if data.get("ramp_up_strategy") is not None:
         raise ConfigError(f"{path}: ramp_up_strategy: {show(data['ramp_up_strategy'])}; calibrating from a "
                           "ramp-up run is not supported yet, expected a run at one --request-rate")
-    arrays = detailed(path, data)  # (the successful requests, checked)
-    return ServeResult(tuple(arrays["input_lens"].tolist()), tuple(arrays["output_lens"].tolist()), arrays["ttft"],
-                       arrays["mean_itl"], _rate(path, data, request_rate), _burstiness(path, data, burstiness),
+    if cap is not None:  # a closed loop: replayed as one (its sends follow the completions, simulated or real)
+        if not (is_int(cap) and cap >= 1) or not math.isinf(rate):
+            raise ConfigError(f"{path}: max_concurrency: {show(cap)} at request_rate {show(data.get('request_rate'))};"
+                              " calibrating from a capped run needs --request-rate inf (a closed loop), expected "
+                              "that or a run without --max-concurrency (null)")
+        return ServeResult(*lens, arrays["ttft"], arrays["mean_itl"], rate, 1.0, arrays["failed"], None, cap)
+    if arrays["send"] is not None:  # an open loop's recorded sends: its schedule, replayed as it was
+        if burstiness is not None or request_rate is not None:
+            raise ConfigError(f"{path}: has start_times (each request's send): --request-rate and --burstiness "
+                              "do not apply; drop them")
+        return ServeResult(*lens, arrays["ttft"], arrays["mean_itl"], rate, 1.0, arrays["failed"], arrays["send"])
+    return ServeResult(*lens, arrays["ttft"], arrays["mean_itl"], rate, _burstiness(path, data, burstiness),
                        arrays["failed"])
+
+
+def from_aiperf(path: str | Path) -> ServeResult:
+    """AIPerf's per-request export (`servesim.measured.aiperf_export`): every request at its recorded send, its
+    mean ITL AIPerf's (latency - TTFT) / (OSL - 1)."""
+    from servesim.measured.read import read_run
+
+    run = read_run(path)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        itl = np.where(run.output_lens > 1, (run.e2el - run.ttft) / np.maximum(run.output_lens - 1, 1), math.nan)
+    lens = tuple(run.input_lens.tolist()), tuple(run.output_lens.tolist())
+    rate, cap = run.load.get("request_rate"), run.load.get("concurrency")
+    if rate is not None and cap is not None:
+        raise ConfigError(f"{path}: --request-rate with --concurrency: calibrating from paced sends under a cap is "
+                          "not supported yet; expected one of them")
+    if rate is None and cap is None:
+        raise ConfigError(f"{path}: no load in {run.path.name}'s profile_export_aiperf.json beside it "
+                          "(input_config.loadgen.concurrency or request_rate); expected it there")
+    if cap is not None:  # AIPerf's concurrency: N at once, each next one at a completion (a closed loop)
+        return ServeResult(*lens, run.ttft, itl, math.inf, 1.0, run.failed, None, int(cap))
+    return ServeResult(*lens, run.ttft, itl, float(rate), 1.0, run.failed, run.send)
 
 
 def _rate(path: Path, data: dict, given: float | None) -> float:
@@ -118,11 +155,18 @@ class _Replay:
         from servesim.engine.request import Request
         from servesim.workloads.synthetic import arrival_times
 
-        t = arrival_times(len(result.ttfts), result.request_rate, result.burstiness, np.random.default_rng(seed))
+        if result.send is not None:
+            t = result.send
+        else:
+            t = arrival_times(len(result.ttfts), result.request_rate, result.burstiness, np.random.default_rng(seed))
+        if result.cap is not None:
+            from servesim.engines.config import EngineConfig
+
+            config = replace(config or EngineConfig(), max_concurrency=result.cap)
         self.requests = [Request(str(i), float(a), p, o)
                          for i, (a, p, o) in enumerate(zip(t, result.input_lens, result.output_lens))]
         self.model, self.gpu, self.tp, self.engine, self.config, self.params = model, gpu, tp, engine, config, params
-        self.paired = math.isinf(result.request_rate) or math.isinf(result.burstiness)
+        self.paired = result.send is not None or math.isinf(result.request_rate) or math.isinf(result.burstiness)
         self.ttft, self.itl = self._order(result.ttfts, result.mean_itls)
         self.runs = 0
 
@@ -165,17 +209,22 @@ def fit_host_serve(result: ServeResult, model, gpu, tp: int, engine: EngineProfi
     the `fit` extra, does the search)."""
     replay = _Replay(result, model, gpu, tp, engine, config, params, seed)
     lo, hi = np.log(HOST_RANGE[0]), np.log(HOST_RANGE[1])
-    if replay.paired:
+    split = replay.paired and result.cap is None
+    if split:
         step_host, seq_host, best = _search2(replay, engine, lo, hi)
-    else:  # two means cannot split the per-step from the per-sequence part: seq_host stays the preset's
+    else:  # the per-step and the per-sequence part cannot be told apart: seq_host stays the preset's
         step_host, best = _search1(replay, engine, lo, hi)
         seq_host = engine.seq_host
     fitted, warnings = [], []
     if not replay.paired:
         warnings.append(f"seq_host kept at the preset's {engine.seq_host * 1e3:.4f} ms: with redrawn arrivals only "
                         "the mean TTFT and ITL are compared, which fix the host time of a typical step, not its split")
+    elif not split:
+        warnings.append(f"seq_host kept at the preset's {engine.seq_host * 1e3:.4f} ms: under the client's cap of "
+                        f"{result.cap} the batch stays near {result.cap}, which fixes the host time of such a step, "
+                        "not its split into a per-step and a per-sequence part")
     trials = (("step_host", (2 * step_host, seq_host)), ("seq_host", (step_host, 2 * seq_host)))
-    for name, trial in trials[:2 if replay.paired else 1]:
+    for name, trial in trials[:2 if split else 1]:
         if abs(replay.loss(*trial) - best) > 1e-9 * max(best, 1e-12):
             fitted.append(name)
         else:
@@ -189,10 +238,13 @@ def fit_host_serve(result: ServeResult, model, gpu, tp: int, engine: EngineProfi
                           "steps (device-bound under async scheduling), so the file cannot fit it; give "
                           "--no-async-scheduling if the engine ran without it, or measure a lighter load")
     ttft, itl = replay.simulate(updates.get("step_host", engine.step_host), updates.get("seq_host", engine.seq_host))
+    recorded = result.send is not None
     report = {"source": "vllm-result", "requests": len(result.ttfts), "failed_left_out": result.num_failed,
-              "request_rate": "inf" if math.isinf(result.request_rate) else result.request_rate,
-              "burstiness": "inf" if math.isinf(result.burstiness) else result.burstiness, "seed": seed,
-              "compared": "per request" if replay.paired else "sorted (Q-Q): arrivals redrawn",
+              "request_rate": "recorded sends" if recorded else "inf" if math.isinf(result.request_rate)
+              else result.request_rate,
+              "burstiness": None if recorded else "inf" if math.isinf(result.burstiness) else result.burstiness,
+              "seed": seed, "compared": "per request, at the recorded sends" if recorded else "per request"
+              if replay.paired else "sorted (Q-Q): arrivals redrawn",
               "fitted": fitted, "rms_log_error": math.sqrt(best), "simulations": replay.runs,
               "ttft_mape": _mape(ttft, replay.ttft), "itl_mape": _mape(itl, replay.itl)}
     return HostFit(replace(engine, **updates), tuple(fitted), report, tuple(warnings))
