@@ -129,6 +129,14 @@ class SimOptions(*_client_flags(), *_engine_flags()):
     max_concurrency: Annotated[int | None, _opt("--max-concurrency", help="vllm bench serve's cap on requests in "
                                                 "flight: the others wait at the client (first come, first "
                                                 "served); TTFT counts from when one is sent.")] = None
+    frontend: Annotated[str | None, _opt("--frontend", help="The path outside the engine core (HTTP, the API "
+                                         "server, tokenizing, streaming, the client): vllm | sglang (measured "
+                                         "presets, servesim.engine.frontend) | none (the default).")] = None
+    frontend_latency_ms: Annotated[float | None, _opt("--frontend-latency-ms", help="...: ms per request from a "
+                                                      "send to the engine's queue (default: the preset's).")] = None
+    frontend_latency_per_token_us: Annotated[float | None, _opt("--frontend-latency-per-token-us", help="...: us "
+                                                                "per prompt token, the tokenizer (default: the "
+                                                                "preset's).")] = None
     window: WindowOpt = None
     rate_scale: RateScaleOpt = None
     seed: SeedOpt = 0
@@ -356,6 +364,7 @@ class SimOptions(*_client_flags(), *_engine_flags()):
         given = {k: v for k, v in shared_knobs(self).items() if v is not None}
         if self.max_concurrency is not None:
             given["max_concurrency"] = self.max_concurrency
+        given |= self.frontend_knobs()
         lesson = lesson_settings(self.workload_name(), policy_class(policy).chunked)
         spec, wanted = engine_for(policy), {engine_for(p).name for p in (policy, *policies)}
         sections = {e.section: self.section(e, e.name in wanted) for e in engines() if e.section}
@@ -366,6 +375,20 @@ class SimOptions(*_client_flags(), *_engine_flags()):
             cfg, _ = spec.from_shared_sizes(EngineConfig(**lesson), sections.get(spec.section))  # are its to refuse
             return replace(cfg, **given)
         return EngineConfig(**(lesson | given))
+
+    def frontend_knobs(self) -> dict[str, float]:
+        """`--frontend PRESET` and its overrides as `EngineConfig`'s front-end seconds (none given: {})."""
+        from servesim.engine.frontend import frontend
+
+        ms, us = self.frontend_latency_ms, self.frontend_latency_per_token_us
+        if self.frontend is None and ms is None and us is None:
+            return {}
+        for flag, v in (("--frontend-latency-ms", ms), ("--frontend-latency-per-token-us", us)):
+            if v is not None and not 0 <= v < math.inf:
+                raise ConfigError(f"{flag} {v:g}: expected a finite number >= 0")
+        base = frontend(self.frontend or "none")
+        return {"frontend_latency": base.latency if ms is None else ms / 1e3,
+                "frontend_latency_per_token": base.latency_per_token if us is None else us / 1e6}
 
     def section(self, spec, wanted: bool):
         """`spec`'s config section from its flags for a run of its engine (`wanted`); refused when given to a run

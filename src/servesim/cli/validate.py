@@ -31,6 +31,9 @@ def validate_cmd(
                                                    "that overrides theirs, e.g. --set gpu=h100 --set tp=2 (keys: "
                                                    "model, gpu, tp, engine, engine_version, quantization, ...).")]
     = None,
+    frontend: Annotated[str | None, typer.Option("--frontend", help="Every row without its own: the path outside "
+                                                 "the engine core, vllm | sglang | none (servesim.engine.frontend)."
+                                                 )] = None,
     executor: Executor = "local",
     workers: Workers = None,
     ray_address: RayAddress = None,
@@ -49,6 +52,14 @@ def validate_cmd(
             check_output_file(path, flag)
     ex = make_executor(executor, workers, ray_address)
     points, skipped = _points(sources, start, set_ or [])
+    if frontend is not None:
+        from dataclasses import replace
+
+        from servesim.engine.frontend import frontend as preset
+
+        preset(frontend)  # (an unknown name: refused before anything runs)
+        points = [p if "frontend" in p.fields else replace(p, fields=p.fields | {"frontend": frontend})
+                  for p in points]
     from servesim.cli.plan import PointsProgress
 
     with PointsProgress(len(points), "rows") as bar:

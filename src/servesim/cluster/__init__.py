@@ -63,6 +63,10 @@ def simulate_cluster(
         raise ConfigError(f"max_concurrency {sorted(caps, key=str)}: the client's cap spans the cluster; give every "
                           "pool the same")
     max_concurrency = caps.pop()
+    if any(p.config is not None and (p.config.frontend_latency or p.config.frontend_latency_per_token)
+           for p in pools):
+        raise ConfigError("frontend_latency: the path outside the engine core is not modelled on a cluster yet (it "
+                          "would sit before the router); drop --frontend")
     if any(p.config is not None and p.config.client_sends_in_order for p in pools):
         raise ConfigError("client_sends_in_order: AIPerf's paced sends under a cap are not modelled on a cluster "
                           "yet; drop it")

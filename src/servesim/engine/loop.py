@@ -16,6 +16,7 @@ from heapq import heappop, heappush
 
 from servesim.cost import CostModel, StepShape, get_cost_model
 from servesim.engine.fastpath import FastPath, StepByStep
+from servesim.engine.frontend import delay
 from servesim.engine.records import Kind, ScheduledEntry, StepRecord, TokenClock
 from servesim.engine.request import Request, RequestState, RequestStatus
 from servesim.engine.resolve import resolve_config, too_long
@@ -62,10 +63,17 @@ def simulate(
     cfg = resolve_config(config or EngineConfig(), policy, requests, cost_model)
     if max_records is not None and max_records < 0:
         raise ConfigError(f"max_records must be >= 0, got {max_records}")
+    front = cfg.frontend_latency > 0 or cfg.frontend_latency_per_token > 0
+    if front:  # each request reaches the engine the front end's time after its send (`servesim.engine.frontend`)
+        requests = [replace(r, arrival_time=r.arrival_time + delay(cfg, r.prompt_len)) for r in requests]
     engine = Engine(requests, cfg, policy, cost_model, record, sink, max_records,
                     fast=fast and not cfg.async_scheduling and not check_invariants, check_invariants=check_invariants)
     engine.run(progress)
-    return engine.result()
+    result = engine.result()
+    if front:  # every metric counts from the send, as the client measures
+        t = result.timelines
+        t.arrival_time = t.arrival_time - delay(cfg, t.prompt_len)
+    return result
 
 
 class Engine:
@@ -269,7 +277,7 @@ class Engine:
             f = self.backlog.popleft()
             # a closed loop's user thinks before sending it (`workloads.ClosedLoop`; a follower thought already)
             think = f.request.think_time if f.request.after is None else 0.0
-            t = max(f.request.arrival_time, s.finish_time + think)
+            t = max(f.request.arrival_time, s.finish_time + think + delay(self.config, f.request.prompt_len))
             if self.in_order:
                 self.shift += t - f.request.arrival_time
             f.request = replace(f.request, arrival_time=t)
@@ -284,7 +292,7 @@ class Engine:
         `arrival_time`)."""
         for f in self.followers.pop(s.index, ()):
             r = f.request
-            t = max(r.arrival_time, s.finish_time + r.think_time)
+            t = max(r.arrival_time, s.finish_time + r.think_time + delay(self.config, r.prompt_len))
             f.request = replace(r, arrival_time=t)
             heappush(self.pending, (t, f.index, f))
             if self.next_arrival is None or t < self.next_arrival:

@@ -57,6 +57,11 @@ class EngineConfig:
     # waits for a slot after it); True, AIPerf's --request-rate with --concurrency (the gap to the next send starts
     # at a send, so a request held for a slot holds back every later one)
     client_sends_in_order: bool = False
+    # the path outside the engine core (`servesim.engine.frontend`): seconds from a send to the waiting queue,
+    # per request (HTTP, the API server, the hops, streaming and the client's loop) and per prompt token (the
+    # tokenizer); 0 = the engine core alone
+    frontend_latency: float = 0.0
+    frontend_latency_per_token: float = 0.0
     # policy sglang: SGLang's own server arguments (`servesim.engines.sglang.server_args`); None = its defaults
     sglang: SGLangConfig | None = None
 
@@ -74,6 +79,10 @@ class EngineConfig:
                      "enable_prefix_caching", "client_sends_in_order"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name} must be true or false, got {getattr(self, name)!r}")
+        for name in ("frontend_latency", "frontend_latency_per_token"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < math.inf:
+                raise ConfigError(f"{name} must be a finite number of seconds >= 0, got {value!r}")
         for name in ("watermark", "pcie_bandwidth", "gpu_memory_utilization", "swap_space"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):

@@ -17,7 +17,7 @@ import numpy as np
 
 # The deployment keys a run file may carry (vllm bench serve's `--metadata KEY=VALUE`), under validate's names
 DEPLOYMENT_KEYS = ("model", "gpu", "tp", "engine", "engine_version", "quantization", "kv_cache_dtype", "cost",
-                   "max_num_seqs", "max_num_batched_tokens")
+                   "max_num_seqs", "max_num_batched_tokens", "frontend")
 
 
 @dataclass(frozen=True, slots=True)

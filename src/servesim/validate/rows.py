@@ -7,7 +7,8 @@ own definitions), `output_throughput` (tokens/s). Optional: `warmup_requests` (e
 client excludes them), `max_num_seqs`, `max_num_batched_tokens`, `quantization`, `cost` (a servesim cost model:
 default `roofline`; `toy` makes predictions derivable by hand), `engine_version` (carried into the groups), `start`
 (`together`, the default: a closed loop's users all start at 0, and identical requests stay in waves;
-`staggered`: they start a C-th of a lone request's latency apart, a desynchronised stream).
+`staggered`: they start a C-th of a lone request's latency apart, a desynchronised stream), `frontend` (the path
+outside the engine core, `servesim.engine.frontend`: vllm, sglang or none, the default).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from servesim.errors import WorkloadError
 REQUIRED = ("model", "gpu", "engine", "client", "isl", "osl", "num_requests")
 METRICS = ("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms", "output_throughput")
 OPTIONAL = ("tp", "concurrency", "request_rate", "warmup_requests", "max_num_seqs", "max_num_batched_tokens",
-            "quantization", "cost", "engine_version", "id", "start")
+            "quantization", "cost", "engine_version", "id", "start", "frontend")
 INTS = ("tp", "isl", "osl", "num_requests", "concurrency", "warmup_requests", "max_num_seqs",
         "max_num_batched_tokens")
 

@@ -115,6 +115,11 @@ def predict(p: Point) -> dict[str, float]:
         kv_cache_dtype=f.get("kv_cache_dtype"),
         default_engine=spec.host_preset)
     knobs = {k: f[k] for k in ("max_num_seqs", "max_num_batched_tokens") if k in f}
+    if f.get("frontend", "none") != "none":  # the path outside the engine core (`servesim.engine.frontend`)
+        from servesim.engine.frontend import frontend
+
+        fe = frontend(f["frontend"])
+        knobs |= {"frontend_latency": fe.latency, "frontend_latency_per_token": fe.latency_per_token}
     cfg = EngineConfig(**knobs)
     if spec.from_shared_sizes is not None:
         cfg, _ = spec.from_shared_sizes(cfg)

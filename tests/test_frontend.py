@@ -1,0 +1,96 @@
+"""The path outside the engine core (`servesim.engine.frontend`): a request reaches the engine the front end's time
+after its send, every metric counts from the send, and a closed loop's next send waits for the client to see a
+completion. On the toy cost (0.1 ms a prompt token, 1 ms a decoding request a step), so every time is by hand."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+from helpers import cli
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_fastpath import same_timelines
+from test_properties import scenarios
+
+from servesim.engine import simulate
+from servesim.engine.frontend import FRONTENDS, frontend
+from servesim.engine.request import Request
+from servesim.engines.config import EngineConfig
+from servesim.errors import ConfigError
+
+FRONT = EngineConfig(frontend_latency=0.005, frontend_latency_per_token=1e-5)  # 5 ms + 10 us a prompt token
+
+
+def test_a_request_reaches_the_engine_after_the_front_end():
+    # 100 tokens: 5 + 1 = 6 ms to the engine, a 10 ms prefill: first token at 16 ms, done at 18 ms (two 1 ms
+    # decodes); TTFT 16 ms from the send at 0, the engine's part 10 ms
+    t = simulate([Request("a", 0.0, 100, 3)], FRONT, "vllm", "toy", record="summary").timelines
+    assert t.arrival_time.tolist() == [0.0]  # the send
+    assert t.first_scheduled_time.tolist() == pytest.approx([0.006])
+    assert (t.first_token_time() - t.arrival_time).tolist() == pytest.approx([0.016])
+    assert t.finish_time.tolist() == pytest.approx([0.018])
+
+
+def test_a_closed_loop_waits_for_the_front_end_each_round():
+    # a cap of 1: b is sent when the client sees a done (18 ms), and reaches the engine 6 ms later: its first
+    # token at 34 ms, done at 36; each TTFT 16 ms
+    t = simulate([Request("a", 0.0, 100, 3), Request("b", 0.0, 100, 3)], replace(FRONT, max_concurrency=1),
+                 "vllm", "toy", record="summary").timelines
+    assert t.arrival_time.tolist() == pytest.approx([0.0, 0.018])
+    assert (t.first_token_time() - t.arrival_time).tolist() == pytest.approx([0.016, 0.016])
+    assert t.finish_time.tolist() == pytest.approx([0.018, 0.036])
+
+
+def test_a_conversations_next_turn_is_sent_after_the_answer_is_seen():
+    # turn 2 (50 tokens, 1 s think time) is sent 1 s after turn 1's last token (18 ms): at 1.018 s, at the
+    # engine 5 + 0.5 ms later; its 5 ms prefill: TTFT 10.5 ms
+    reqs = [Request("t1", 0.0, 100, 3), Request("t2", 0.0, 50, 2, after="t1", think_time=1.0)]
+    t = simulate(reqs, FRONT, "vllm", "toy", record="summary").timelines
+    assert t.arrival_time.tolist() == pytest.approx([0.0, 1.018])
+    assert (t.first_token_time() - t.arrival_time).tolist() == pytest.approx([0.016, 0.0105])
+
+
+def test_the_presets_and_the_command_line(monkeypatch, capsys, tmp_path):
+    assert frontend("vllm").latency == pytest.approx(10.82e-3 + 0.3e-3 + 0.1e-3)  # the docstring's arithmetic
+    assert FRONTENDS["none"].latency == 0.0
+    out = {}
+    for name, extra in (("none", []), ("vllm", ["--frontend", "vllm"]), ("set", ["--frontend", "vllm",
+                                                                             "--frontend-latency-ms", "2"])):
+        code, _, err = cli(monkeypatch, capsys, "run", "--workload", "random", "--num-prompts", "1",
+                           "--random-input-len", "100", "--random-output-len", "3", "--cost", "toy", *extra,
+                           "--json", str(tmp_path / f"{name}.json"))
+        assert code == 0, err
+        out[name] = json.loads((tmp_path / f"{name}.json").read_text())["mean_ttft_ms"]
+    # alone: 10 ms at the engine; + 11.22 ms + 100 x 1 us; + 2 ms + 0.1 ms with the override
+    assert out["none"] == pytest.approx(10.0)
+    assert out["vllm"] == pytest.approx(10.0 + 11.22 + 0.1)
+    assert out["set"] == pytest.approx(10.0 + 2.0 + 0.1)
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--frontend", "nginx"], "--frontend 'nginx': expected one of none, vllm, sglang"),
+    (["--frontend-latency-ms", "-1"], "--frontend-latency-ms -1: expected a finite number >= 0"),
+    (["--frontend", "vllm", "--num-replicas", "2"], "not modelled on a cluster yet"),
+])
+def test_refusals(monkeypatch, capsys, args, words):
+    code, _, err = cli(monkeypatch, capsys, "run", "--workload", "seed", *args)
+    assert code == 2 and words in err
+
+
+def test_config_checks():
+    with pytest.raises(ConfigError, match="frontend_latency must be a finite number of seconds >= 0"):
+        EngineConfig(frontend_latency=-1.0)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios(), st.floats(0, 0.05), st.floats(0, 1e-4), st.sampled_from([None, 1, 3]))
+def test_fast_path_is_step_by_step_with_a_front_end(scenario, latency, per_token, cap):
+    requests, config, policy = scenario
+    config = replace(config, frontend_latency=latency, frontend_latency_per_token=per_token, max_concurrency=cap)
+    fast = simulate(requests, config, policy, "toy", record="summary", fast=True)
+    slow = simulate(requests, config, policy, "toy", record="summary", fast=False)
+    same_timelines(fast, slow)
+    t = fast.timelines
+    assert (t.arrival_time >= 0).all() and (t.first_scheduled_time[t.finished] >= t.arrival_time[t.finished]).all()
