@@ -94,3 +94,34 @@ def test_fast_path_is_step_by_step_with_a_front_end(scenario, latency, per_token
     same_timelines(fast, slow)
     t = fast.timelines
     assert (t.arrival_time >= 0).all() and (t.first_scheduled_time[t.finished] >= t.arrival_time[t.finished]).all()
+
+
+def test_fit_frontend_by_hand():
+    from servesim.engine.frontend import fit_frontend
+
+    # 5 = a + 100 b and 7 = a + 200 b: b = 0.02, a = 3
+    assert fit_frontend([5.0, 7.0], [100, 200]) == pytest.approx((3.0, 0.02))
+    # gaps that fall with the prompt: the per-token part held at 0, the rest the mean
+    assert fit_frontend([7.0, 5.0], [100, 200]) == pytest.approx((6.0, 0.0))
+    assert fit_frontend([-1.0, -1.0], [100, 200]) == (0.0, 0.0)  # servesim already slower: no front end
+
+
+def test_diff_fits_a_front_end_back(monkeypatch, capsys, tmp_path):
+    # a run made with 3 ms + 20 us a token, at 2 req/s with prompts of 100 to 1900 tokens (they queue behind each
+    # other): fitted back from its TTFT gaps, refit on what is left, to the digits
+    code, _, err = cli(monkeypatch, capsys, "run", "--workload", "random", "--num-prompts", "30",
+                       "--random-input-len", "1000", "--random-range-ratio", "0.9", "--random-output-len", "4",
+                       "--request-rate", "2", "--cost", "toy", "--frontend-latency-ms", "3",
+                       "--frontend-latency-per-token-us", "20", "--save-result", "--save-detailed", "--result-dir",
+                       str(tmp_path), "--result-filename", "f.json")
+    assert code == 0, err
+    code, out, err = cli(monkeypatch, capsys, "diff", str(tmp_path / "f.json"), "--cost", "toy", "--fit-frontend",
+                         "--json", str(tmp_path / "d.json"))
+    assert code == 0, err
+    fit = json.loads((tmp_path / "d.json").read_text())["frontend_fit"]
+    assert fit["frontend_latency_ms"] == pytest.approx(3.0, rel=1e-6)
+    assert fit["frontend_latency_per_token_us"] == pytest.approx(20.0, rel=1e-6)
+    assert fit["mean_abs_ttft_gap_ms"]["with_frontend"] == pytest.approx(0.0, abs=1e-6)
+    code, _, err = cli(monkeypatch, capsys, "diff", str(tmp_path / "f.json"), "--cost", "toy", "--fit-frontend",
+                       "--frontend", "vllm")
+    assert code == 2 and "--fit-frontend fits the whole path" in err

@@ -20,6 +20,7 @@ from servesim.errors import ConfigError
 
 METRIC_LABELS = {"ttft_ms": "TTFT (ms)", "tpot_ms": "TPOT (ms)", "itl_ms": "ITL (ms)", "e2el_ms": "E2EL (ms)",
                  "output_throughput": "Output tokens/s"}
+FIT_ROUNDS = 8  # replays of --fit-frontend at most
 FROM_FILE = ("model", "gpu", "tp", "quantization", "kv_cache_dtype", "max_num_seqs", "max_num_batched_tokens")
 
 
@@ -33,6 +34,9 @@ def diff_cmd(
                                                "engine metadata, else vllm).")] = None,
     worst: Annotated[int, typer.Option("--worst", help="Requests listed: the N farthest apart.")] = 10,
     json_path: Annotated[Path | None, typer.Option("--json", help="Write every request's comparison here.")] = None,
+    fit_frontend: Annotated[bool, typer.Option("--fit-frontend", help="Fit the path outside the engine core "
+                                               "(servesim.engine.frontend) to the TTFT gaps: ms a request and us a "
+                                               "prompt token, then replay with it.")] = False,
 ) -> None:
     """Replay a measured run request by request (same lengths, same order, sent when the client sent them) and
     show per request where servesim and the measurement part: TTFT (predicted as queue + prefill) and decode."""
@@ -52,15 +56,48 @@ def diff_cmd(
     opts, policy, taken = deployment(opts, run, policy)
     if taken:
         print(f"from {run_path.name}'s metadata: " + ", ".join(f"{k} {v}" for k, v in taken.items()))
-    rep = replay(run, opts.engine_config(policy), policy, opts.cost_model(policy), sends="measured")
+    cfg, cost = opts.engine_config(policy), opts.cost_model(policy)
+    if fit_frontend and (cfg.frontend_latency or cfg.frontend_latency_per_token):
+        raise ConfigError("--fit-frontend fits the whole path outside the engine core: drop --frontend and its "
+                          "latencies")
+    rep = replay(run, cfg, policy, cost, sends="measured")
+    fit = None
+    if fit_frontend:
+        rep, fit = _fit(run, rep, cfg, policy, cost)
     rows = request_rows(run, rep)
     _print(run, rep, rows, worst)
     if json_path is not None:
         from servesim.export.json_records import write_json
 
-        write_json(json_path, {"run": str(run_path), "client": run.client, "sends": rep.sends, "policy": policy,
-                               "means": mean_rows(run, rep), "requests": rows}, "--json")
+        doc = {"run": str(run_path), "client": run.client, "sends": rep.sends, "policy": policy,
+               "means": mean_rows(run, rep), "requests": rows}
+        if fit is not None:
+            doc["frontend_fit"] = fit
+        write_json(json_path, doc, "--json")
         print(f"wrote {json_path}")
+
+
+def _fit(run, rep, cfg, policy: str, cost) -> tuple:
+    """The front end fitted to the TTFT gaps of the engine core alone, and the replay with it (`--fit-frontend`)."""
+    from servesim.engine.frontend import fit_frontend
+    from servesim.measured.replay import replay
+
+    before = float(np.nanmean(np.abs(rep.ttft - run.ttft))) * 1e3
+    lat = per = 0.0
+    fitted = rep
+    for _ in range(FIT_ROUNDS):  # a front end moves the arrivals, and so the engine's queueing: refit on the gaps left
+        d_lat, d_per = fit_frontend(run.ttft - fitted.ttft, run.input_lens, floor=(-lat, -per))
+        lat, per = lat + d_lat, per + d_per
+        fitted = replay(run, replace(cfg, frontend_latency=lat, frontend_latency_per_token=per), policy, cost,
+                        sends="measured")
+        if abs(d_lat) < 1e-7 and abs(d_per) < 1e-10:
+            break
+    after = float(np.nanmean(np.abs(fitted.ttft - run.ttft))) * 1e3
+    print(f"front end fitted to the TTFT gaps: {lat * 1e3:.3f} ms a request + {per * 1e6:.3f} us a prompt token "
+          f"(mean |TTFT gap| {before:.2f} -> {after:.2f} ms); use: --frontend-latency-ms {lat * 1e3:.4g} "
+          f"--frontend-latency-per-token-us {per * 1e6:.4g}")
+    return fitted, {"frontend_latency_ms": lat * 1e3, "frontend_latency_per_token_us": per * 1e6,
+                    "mean_abs_ttft_gap_ms": {"engine_core": before, "with_frontend": after}}
 
 
 def refuse_load(opts: SimOptions, command: str) -> None:

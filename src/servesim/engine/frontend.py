@@ -57,3 +57,28 @@ def frontend(name: str) -> FrontEnd:
 def delay(config, prompt_len):
     """Seconds from a send to the engine's waiting queue under `config` (an `EngineConfig`); works on arrays."""
     return config.frontend_latency + config.frontend_latency_per_token * prompt_len
+
+
+def fit_frontend(residual, prompt_len, floor: tuple[float, float] = (0.0, 0.0)) -> tuple[float, float]:
+    """(latency, latency_per_token) that best explain each request's TTFT residual (measured minus servesim's,
+    seconds) as latency + latency_per_token x prompt tokens: least squares over the requests, each coefficient
+    at least its `floor` (0: a front end takes time; a refit's step: no lower than minus what is fitted so far),
+    one at its floor when the two together would go below. Exact where the front end only shifts arrivals the
+    engine does not notice (requests that do not queue behind each other); `servesim diff --fit-frontend` refits
+    on the gaps left until the step vanishes."""
+    import numpy as np
+
+    r, n = np.asarray(residual, float), np.asarray(prompt_len, float)
+    ok = np.isfinite(r)
+    r, n = r[ok], n[ok]
+    if not r.size:
+        raise ConfigError("fitting the front end needs requests with a measured TTFT; none")
+    (lat, per), *_ = np.linalg.lstsq(np.column_stack([np.ones_like(n), n]), r, rcond=None)
+    if lat >= floor[0] and per >= floor[1]:
+        return float(lat), float(per)
+    # one at its floor, the other fitted to what is left (not below its own floor): the better of the two
+    held_per = max(float((r - floor[1] * n).mean()), floor[0]), floor[1]
+    cands = [held_per]
+    if (n * n).sum() > 0:
+        cands.append((floor[0], max(float((n * (r - floor[0])).sum() / (n * n).sum()), floor[1])))
+    return min(cands, key=lambda c: float(((r - c[0] - c[1] * n) ** 2).sum()))
