@@ -125,3 +125,16 @@ def test_diff_fits_a_front_end_back(monkeypatch, capsys, tmp_path):
     code, _, err = cli(monkeypatch, capsys, "diff", str(tmp_path / "f.json"), "--cost", "toy", "--fit-frontend",
                        "--frontend", "vllm")
     assert code == 2 and "--fit-frontend fits the whole path" in err
+
+
+def test_explain_and_the_breakdown_count_the_queue_at_the_engine():
+    from servesim.analysis.breakdown import request_breakdown
+    from servesim.analysis.explain import explain_request
+
+    # b is sent at 1 ms, reaches the engine at 7 ms (5 + 1 ms), and waits for a's prefill step (6 to 16 ms): 9 ms
+    # queued at the engine; its TTFT 16 + 11 (b's prefill beside a's decode) - 1 = 26 ms = 6 + 9 + 11
+    res = simulate([Request("a", 0.0, 100, 3), Request("b", 0.001, 100, 3)], FRONT, "vllm", "toy")
+    assert request_breakdown(res).queue == pytest.approx([0.0, 0.009])
+    text = " ".join(explain_request(res, "b"))
+    assert "b was sent at 1 ms, reached the engine at 7 ms through the front end (6 ms)" in text
+    assert "TTFT 26 ms = 6 ms front end + 9 ms queued + 11 ms from first scheduled to first token" in text

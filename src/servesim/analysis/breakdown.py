@@ -65,10 +65,11 @@ def reasons_recorded(result: SimResult) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class RequestBreakdown:
-    """Per request, workload order, seconds. prefill = first token - first scheduled (queueing excluded)."""
+    """Per request, workload order, seconds. queue: at the engine, from reaching it (its send plus any front end,
+    `servesim.engine.frontend`) to first scheduled; prefill = first token - first scheduled (queueing excluded)."""
 
     ids: tuple[str, ...]
-    queue: np.ndarray  # first scheduled - arrival
+    queue: np.ndarray  # first scheduled - reaching the engine
     prefill: np.ndarray
     preempted: np.ndarray  # from each preemption to the start of the step that resumed it
     num_preemptions: np.ndarray
@@ -83,9 +84,12 @@ def request_breakdown(result: SimResult) -> RequestBreakdown:
         index = {rid: i for i, rid in enumerate(t.ids)}
         for p in result.preemptions:
             recomputed[index[p.id]] += p.tokens_discarded
+    from servesim.engine.frontend import delay
+
     first_sched = t.first_scheduled_time
+    reached = t.arrival_time + delay(result.config, t.prompt_len)  # (the send, through any front end)
     return RequestBreakdown(
-        tuple(t.ids), first_sched - t.arrival_time, t.first_token_time() - first_sched, t.time_preempted.copy(),
+        tuple(t.ids), first_sched - reached, t.first_token_time() - first_sched, t.time_preempted.copy(),
         t.num_preemptions.copy(), t.num_prefill_chunks.copy(), recomputed,
     )
 

@@ -109,7 +109,7 @@ def policy_sentence(result: SimResult) -> str:
     counted apart."""
     rid = longest_prompt(result)
     r = result.request(rid)
-    queued = (r.first_scheduled_time or r.arrival_time) - r.arrival_time
+    queued = (r.first_scheduled_time or r.arrival_time) - r.arrival_time - _front(result, r)
     redo = ""
     if records_complete(result):
         phases = prefill_phases(result, rid)
@@ -214,6 +214,13 @@ def _held_text(result: SimResult, rid: str, first: int, last: int) -> tuple[floa
     return sum(sum(v) for v in held.values()), parts
 
 
+def _front(result: SimResult, r) -> float:
+    """Seconds from `r`'s send to the engine's queue: the path outside the engine core (0 without one)."""
+    from servesim.engine.frontend import delay
+
+    return float(delay(result.config, r.prompt_len))
+
+
 def _wait_text(result: SimResult, rid: str) -> str:
     from servesim.analysis.breakdown import reasons_recorded
 
@@ -221,9 +228,11 @@ def _wait_text(result: SimResult, rid: str) -> str:
     if r.first_scheduled_time is None:
         return f"{rid} arrived at {ms(r.arrival_time)} and was never scheduled."
     first = next(s for s in result.steps if s.scheduled.has(rid))
-    queued = r.first_scheduled_time - r.arrival_time
-    head = f"{rid} arrived at {ms(r.arrival_time)} and was first scheduled in step {first.step} " \
-           f"({ms(r.first_scheduled_time)})"
+    front = _front(result, r)
+    queued = r.first_scheduled_time - r.arrival_time - front
+    sent = f"was sent at {ms(r.arrival_time)}, reached the engine at {ms(r.arrival_time + front)} through the " \
+           f"front end ({ms(front)})," if front else f"arrived at {ms(r.arrival_time)}"
+    head = f"{rid} {sent} and was first scheduled in step {first.step} ({ms(r.first_scheduled_time)})"
     if queued <= 0:
         return head + ", without waiting."
     if not reasons_recorded(result):
@@ -284,7 +293,8 @@ def explain_request(result: SimResult, request_id: str, gaps: int = 3) -> list[s
     first = phases[0]
     if first and r.token_times:
         sizes = [c for _, c in first]
-        queued = (r.first_scheduled_time or r.arrival_time) - r.arrival_time
+        front = _front(result, r)
+        queued = (r.first_scheduled_time or r.arrival_time) - r.arrival_time - front
         where = f"(step {first[0][0]})" if len(first) == 1 else f"over {_steps_text(first[0][0], first[-1][0])}"
         hit = next((c for step, c, _ in cached_admissions(result, request_id) if step <= first[0][0]), 0)
         whole = sum(sizes) + hit >= r.prompt_len
@@ -294,7 +304,8 @@ def explain_request(result: SimResult, request_id: str, gaps: int = 3) -> list[s
                 if whole else "then it was preempted")
         out.append(
             f"{head} {_chunks_text(sizes)} {where}, {tail}; "
-            f"first token at {ms(r.token_times[0])}: TTFT {ms(r.ttft)} = {ms(queued)} queued + "
+            f"first token at {ms(r.token_times[0])}: TTFT {ms(r.ttft)} = "
+            + (f"{ms(front)} front end + " if front else "") + f"{ms(queued)} queued + "
             f"{ms(r.token_times[0] - (r.first_scheduled_time or r.arrival_time))} from first scheduled to first "
             "token.")
     hits = cached_admissions(result, request_id)
