@@ -72,7 +72,6 @@ def test_the_presets_and_the_command_line(monkeypatch, capsys, tmp_path):
 @pytest.mark.parametrize("args, words", [
     (["--frontend", "nginx"], "--frontend 'nginx': expected one of none, vllm, sglang"),
     (["--frontend-latency-ms", "-1"], "--frontend-latency-ms -1: expected a finite number >= 0"),
-    (["--frontend", "vllm", "--num-replicas", "2"], "not modelled on a cluster yet"),
 ])
 def test_refusals(monkeypatch, capsys, args, words):
     code, _, err = cli(monkeypatch, capsys, "run", "--workload", "seed", *args)
@@ -138,3 +137,26 @@ def test_explain_and_the_breakdown_count_the_queue_at_the_engine():
     text = " ".join(explain_request(res, "b"))
     assert "b was sent at 1 ms, reached the engine at 7 ms through the front end (6 ms)" in text
     assert "TTFT 26 ms = 6 ms front end + 9 ms queued + 11 ms from first scheduled to first token" in text
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios(), st.floats(0, 0.05), st.floats(0, 1e-4), st.sampled_from([None, 2]))
+def test_one_replica_is_the_plain_engine_with_a_front_end(scenario, latency, per_token, cap):
+    from servesim.cluster import Pool, simulate_cluster
+
+    requests, config, policy = scenario
+    config = replace(config, frontend_latency=latency, frontend_latency_per_token=per_token, max_concurrency=cap)
+    plain = simulate(requests, config, policy, "toy", record="summary")
+    one = simulate_cluster(requests, [Pool(1, config, policy, "toy")], record="summary")
+    same_timelines(plain, one.cluster)
+    assert plain.timelines.arrival_time.tolist() == pytest.approx(one.cluster.timelines.arrival_time.tolist())
+
+
+def test_a_front_end_sits_before_the_router(monkeypatch, capsys, tmp_path):
+    # two replicas, round-robin, each request alone: TTFT 10 ms at the engine + the front end's 6 ms
+    code, _, err = cli(monkeypatch, capsys, "run", "--workload", "random", "--num-prompts", "2",
+                       "--random-input-len", "100", "--random-output-len", "3", "--cost", "toy", "--num-replicas",
+                       "2", "--frontend-latency-ms", "5", "--frontend-latency-per-token-us", "10", "--json",
+                       str(tmp_path / "c.json"))
+    assert code == 0, err
+    assert json.loads((tmp_path / "c.json").read_text())["mean_ttft_ms"] == pytest.approx(16.0)

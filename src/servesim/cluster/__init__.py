@@ -63,10 +63,12 @@ def simulate_cluster(
         raise ConfigError(f"max_concurrency {sorted(caps, key=str)}: the client's cap spans the cluster; give every "
                           "pool the same")
     max_concurrency = caps.pop()
-    if any(p.config is not None and (p.config.frontend_latency or p.config.frontend_latency_per_token)
-           for p in pools):
-        raise ConfigError("frontend_latency: the path outside the engine core is not modelled on a cluster yet (it "
-                          "would sit before the router); drop --frontend")
+    fronts = {(p.config.frontend_latency, p.config.frontend_latency_per_token) if p.config is not None
+              else (0.0, 0.0) for p in pools}
+    if len(fronts) > 1:
+        raise ConfigError(f"frontend_latency {sorted(fronts)}: the path outside the engine core is the client's "
+                          "way to the router, one for the cluster; give every pool the same")
+    front = fronts.pop()
     if any(p.config is not None and p.config.client_sends_in_order for p in pools):
         raise ConfigError("client_sends_in_order: AIPerf's paced sends under a cap are not modelled on a cluster "
                           "yet; drop it")
@@ -82,14 +84,19 @@ def simulate_cluster(
     if disaggregated and roles != {"prefill", "decode"}:
         raise ConfigError("a disaggregated cluster has prefill and decode pools only "
                           f"(got {', '.join(sorted(roles))})")
-    requests = list(requests)
+    sent = list(requests)
+    # each request reaches the router the front end's time after its send (`servesim.engine.frontend`); the
+    # replicas' engines run without one (it is before them), and every timeline counts from the send again
+    requests = [replace(r, arrival_time=r.arrival_time + front[0] + front[1] * r.prompt_len) for r in sent] \
+        if front != (0.0, 0.0) else sent
     hashed = any(r.hash_ids for r in requests)
     replicas = []
     decode_policies = [name for e in engines() for name in e.pd_decode]
     for p in pools:
         cm = get_cost_model(p.cost) if isinstance(p.cost, str) else p.cost
         # the client's cap on requests in flight spans the cluster (`Cluster`), not each replica's engine
-        cfg = replace(resolve_config(p.config or EngineConfig(), p.policy, requests, cm), max_concurrency=None)
+        cfg = replace(resolve_config(p.config or EngineConfig(), p.policy, requests, cm), max_concurrency=None,
+                      frontend_latency=0.0, frontend_latency_per_token=0.0)
         if disaggregated and hashed and cfg.enable_prefix_caching:
             raise ConfigError("prefix caching on a disaggregated cluster is not modelled yet: set "
                               "enable_prefix_caching=false (--no-prefix-caching)")
@@ -105,9 +112,10 @@ def simulate_cluster(
         check_link(kv_transfer_bandwidth, kv_transfer_latency)
         links = [Link(kv_transfer_bandwidth, kv_transfer_latency) for _ in replicas]
     routers = {role: make_router(router, seed) for role in ROLES}
-    cluster = Cluster(replicas, routers, requests, router_delay, links, max_concurrency)
+    cluster = Cluster(replicas, routers, requests, router_delay, links, max_concurrency, front)
     cluster.run()
-    return _result(cluster, requests, record, routers["both"].name)
+    result = _result(cluster, requests, record, routers["both"].name)
+    return _from_the_send(result, front) if front != (0.0, 0.0) else result
 
 
 def _result(cluster: Cluster, requests: list[Request], record: str, router: str) -> ClusterResult:
@@ -124,6 +132,18 @@ def _result(cluster: Cluster, requests: list[Request], record: str, router: str)
     return ClusterResult(tuple(results), tuple(r.role for r in replicas), router, tuple(cluster.routes), merged,
                          tuple(p for p, _ in cluster.placed), tuple(cluster.transfers),
                          tuple(link.busy for link, r in zip(cluster.links or (), replicas) if r.role == "prefill"))
+
+
+def _from_the_send(result: ClusterResult, front: tuple[float, float]) -> ClusterResult:
+    """Every timeline's arrival back at the client's send (the front end's time before it reached the router);
+    each result's config carries the front end, so that its queue times count at the engine again."""
+    def back(res: SimResult) -> SimResult:
+        t = res.timelines
+        t.arrival_time = t.arrival_time - (front[0] + front[1] * t.prompt_len)
+        return replace(res, config=replace(res.config, frontend_latency=front[0],
+                                           frontend_latency_per_token=front[1]))
+
+    return replace(result, cluster=back(result.cluster), replicas=tuple(back(r) for r in result.replicas))
 
 
 def _local(result: SimResult, rows: list[int]) -> SimResult:

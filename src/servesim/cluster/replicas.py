@@ -103,8 +103,10 @@ class Cluster:
     """The replicas, the routers (one per pool the router picks from), the links (P/D), and the clock."""
 
     def __init__(self, replicas: list[Replica], routers: dict[str, Router], requests: list[Request],
-                 router_delay: float, links: list[Link] | None, max_concurrency: int | None = None) -> None:
+                 router_delay: float, links: list[Link] | None, max_concurrency: int | None = None,
+                 front: tuple[float, float] = (0.0, 0.0)) -> None:
         self.replicas, self.routers, self.delay, self.links = replicas, routers, router_delay, links
+        self.front = front  # the path outside the engine core: (seconds a request, a prompt token) to the router
         self.pools = {role: [r.index for r in replicas if r.role == role] for role in ROLES}
         self.disaggregated = links is not None
         self.states = [RequestState(r, i) for i, r in enumerate(requests)]
@@ -301,7 +303,7 @@ class Cluster:
         f = self.backlog.popleft()
         r = self.states[f].request
         # a closed loop's user thinks before sending it (`workloads.ClosedLoop`), as the engine's own cap does
-        t = max(r.arrival_time, t + (r.think_time if r.after is None else 0.0))
+        t = max(r.arrival_time, t + (r.think_time if r.after is None else 0.0) + self.reach(r))
         self.states[f].request = replace(r, arrival_time=t)
         self.sent.add(f)
         self.in_flight += 1
@@ -311,6 +313,10 @@ class Cluster:
             if here.next_arrival is None or t < here.next_arrival:
                 here.next_arrival = t
 
+    def reach(self, r: Request) -> float:
+        """Seconds from `r`'s send to the router through the front end (`servesim.engine.frontend`)."""
+        return self.front[0] + self.front[1] * r.prompt_len
+
     # -- what replicas tell the cluster (their schedulers' on_finish) --------------------------------------------
     def finished(self, s: RequestState, side: int | None = None) -> None:
         """A request's last token: release the turns sent after it (closed loop). `side`: which of its replicas
@@ -318,7 +324,7 @@ class Cluster:
         here = self.replicas[self.placed[s.index][int(self.disaggregated) if side is None else side]]
         for f in self.followers.pop(s.index, ()):
             r = self.states[f].request
-            t = max(r.arrival_time, s.finish_time + r.think_time)
+            t = max(r.arrival_time, s.finish_time + r.think_time + self.reach(r))
             self.states[f].request = replace(r, arrival_time=t)
             heappush(self.pending, (t, f))
             # its replica stops there: the turn is routed at `t`, which may be before the replica's next event

@@ -8,7 +8,8 @@ back, detokenizing, the server-sent event of each chunk and the benchmark client
 put on the way in: a request reaches the scheduler `delay(prompt_len)` after its send, and every metric counts
 from the send. For TTFT and end-to-end latency only the sum matters; a closed loop's next send waits for the same
 sum after a completion either way. Nothing here contends: the API server is not modelled as a queue (a busy
-front end at high concurrency, vLLM's `--api-server-count`, is not modelled yet). A constant per streamed chunk
+front end at high concurrency, vLLM's `--api-server-count`, is not modelled yet). On a cluster it sits before
+the router (`servesim.cluster`). A constant per streamed chunk
 (a few microseconds measured, below) shifts every token alike and is left out.
 
 The presets (`FRONTENDS`), each from published measurements:
