@@ -7,6 +7,7 @@ all-reduce rows) and against vLLM pull request 1440's measured CUDA-graph step, 
 from __future__ import annotations
 
 import csv
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -95,7 +96,8 @@ def test_custom_all_reduce_off_when_disabled_or_not_a_supported_world_size():
 def test_presets_pin_vllms_flags():
     assert {n: (p.enforce_eager, p.distributed_executor_backend, p.disable_custom_all_reduce, p.async_scheduling)
             for n, p in PRESETS.items()} == {
-        "vllm-0.33": (False, "mp", False, True), "vllm-0.2": (True, "ray", True, False),
+        "vllm-0.33": (False, "mp", False, True), "vllm-0.13": (False, "mp", False, False),
+        "vllm-0.2": (True, "ray", True, False),
         "trtllm": (False, "mp", False, True), "sglang": (False, "mp", False, True)}
     assert get_engine(None).name == "vllm-0.33"
 
@@ -153,3 +155,15 @@ def test_async_scheduling_still_works_with_the_toy_cost(monkeypatch, capsys):
     """The engine honours --async-scheduling with any cost (a finished request frees its seat a step later)."""
     code, _, err = cli(monkeypatch, capsys, "run", "--workload", "seed", "--async-scheduling")
     assert code == 0, err
+
+
+def test_a_vllm_release_before_0_14_runs_without_async_scheduling():
+    # vLLM turned async scheduling on by default in 0.14.0 (0.13.0: `async_scheduling: bool = False`)
+    from servesim.cost.host import PRESETS, preset_for
+
+    assert [preset_for("vllm", v) for v in ("0.10.0", "0.12.0", "0.13.1", "0.14.0", "0.24.0", "?", None)] == \
+        ["vllm-0.13", "vllm-0.13", "vllm-0.13", None, None, None, None]
+    assert preset_for("sglang", "0.5.1.post1") is None
+    old, new = PRESETS["vllm-0.13"], PRESETS["vllm-0.33"]
+    assert not old.async_scheduling and new.async_scheduling
+    assert replace(old, name=new.name, version=new.version, async_scheduling=True) == new  # nothing else differs

@@ -177,3 +177,39 @@ def test_diff_needs_the_per_request_arrays(monkeypatch, capsys, tmp_path):
     assert code == 2 and "saved without --save-detailed" in err
     run = read_run(tmp_path / "s.json")  # validate scores such a file from its mean lengths: 100 in, 3 out
     assert not run.per_request and run.input_lens.tolist() == [100, 100] and run.output_lens.tolist() == [3, 3]
+
+
+LOG = """INFO 12-02 10:00:00 [api_server.py:1] vLLM API server version 0.14.0
+(EngineCore_DP0 pid=1) INFO 12-02 10:00:01 [core.py:341] Iteration(0): 2 context requests, 200 context tokens, \
+0 generation requests, 0 generation tokens, iteration elapsed time: 25.00 ms
+(EngineCore_DP0 pid=1) INFO 12-02 10:00:01 [core.py:341] Iteration(1): 0 context requests, 0 context tokens, \
+2 generation requests, 2 generation tokens, iteration elapsed time: 2.50 ms
+INFO 12-02 10:00:01 [loggers.py:200] Engine 000: Iteration(2): 0 context requests, 0 context tokens, \
+{gen} generation requests, 2 generation tokens, iteration elapsed time: 2.50 ms, GPU KV cache usage: 0.1%
+"""
+
+
+def test_diff_per_step_against_vllms_iteration_lines(monkeypatch, capsys, tmp_path):
+    # the sample's replay on the toy cost: one 20 ms step prefilling both prompts (2 context requests, 200
+    # tokens), then two decode steps of 2 ms (2 generation requests each); the log: 25, 2.5 and 2.5 ms
+    (tmp_path / "vllm.log").write_text(LOG.format(gen=2))
+    code, out, err = cli(monkeypatch, capsys, "diff", str(VLLM), "--cost", "toy", "--engine-log",
+                         str(tmp_path / "vllm.log"), "--json", str(tmp_path / "d.json"))
+    assert code == 0, err
+    steps = json.loads((tmp_path / "d.json").read_text())["steps"]
+    assert (steps["logged_steps"], steps["servesim_steps"], steps["steps_agreeing"]) == (3, 3, 3)
+    assert steps["with_prefill"] == {"logged_steps": 1, "servesim_steps": 1, "logged_mean_ms": 25.0,
+                                     "servesim_mean_ms": pytest.approx(20.0)}
+    assert steps["decode_only"]["logged_mean_ms"] == 2.5 and steps["decode_only"]["servesim_mean_ms"] == \
+        pytest.approx(2.0)
+    assert "the schedules agree for the first 3" in out
+    (tmp_path / "vllm.log").write_text(LOG.format(gen=1))  # the third step decodes 1 request, not 2
+    code, out, err = cli(monkeypatch, capsys, "diff", str(VLLM), "--cost", "toy", "--engine-log",
+                         str(tmp_path / "vllm.log"))
+    assert code == 0, err
+    assert "agree for the first 2" in out and "step 2: logged 0 context requests, 0 context tokens, 1 generation " \
+        "requests; servesim 0, 0, 2" in out
+    (tmp_path / "vllm.log").write_text("INFO nothing here\n")
+    code, _, err = cli(monkeypatch, capsys, "diff", str(VLLM), "--cost", "toy", "--engine-log",
+                       str(tmp_path / "vllm.log"))
+    assert code == 2 and "--enable-logging-iteration-details" in err

@@ -60,8 +60,8 @@ def cost(
     quantization: Annotated[str | None, typer.Option("--quantization", "-q", help="fp8: linear layers in FP8 at "
                                                      "the GPU's FP8 peak [default: none].")] = None,
     kv_cache_dtype: Annotated[str | None, typer.Option(help="auto | fp8 [default: auto].")] = None,
-    engine: Annotated[str | None, typer.Option(help="Engine profile (host time per step): vllm-0.33 | vllm-0.2 | "
-                                               "trtllm | sglang [default: vllm-0.33].")] = None,
+    engine: Annotated[str | None, typer.Option(help="Engine profile (host time per step): vllm-0.33 | vllm-0.13 | "
+                                               "vllm-0.2 | trtllm | sglang [default: vllm-0.33].")] = None,
     enforce_eager: EnforceEagerOpt = None,
     distributed_executor_backend: ExecutorBackendOpt = None,
     disable_custom_all_reduce: CustomAllReduceOpt = None,
@@ -198,6 +198,7 @@ def calibrate_cmd(
     seed: Annotated[int, typer.Option(help="CSV: the seed of the split into fitted and held-out halves; vLLM "
                                            "result: vllm bench serve's --seed, for the arrivals.")] = 0,
     engine: Annotated[str | None, typer.Option(help="Fit this engine profile's host constants too: vllm-0.33 | "
+                                               "vllm-0.13 | "
                                                "vllm-0.2 | trtllm | sglang [a vLLM result: vllm-0.33].")] = None,
     enforce_eager: EnforceEagerOpt = None,
     distributed_executor_backend: ExecutorBackendOpt = None,

@@ -34,6 +34,9 @@ def diff_cmd(
                                                "engine metadata, else vllm).")] = None,
     worst: Annotated[int, typer.Option("--worst", help="Requests listed: the N farthest apart.")] = 10,
     json_path: Annotated[Path | None, typer.Option("--json", help="Write every request's comparison here.")] = None,
+    engine_log: Annotated[Path | None, typer.Option("--engine-log", help="The server's log with vLLM's per-step "
+                                                    "lines (vllm serve --enable-logging-iteration-details, vLLM "
+                                                    ">= 0.14): a per-step diff.")] = None,
     fit_frontend: Annotated[bool, typer.Option("--fit-frontend", help="Fit the path outside the engine core "
                                                "(servesim.engine.frontend) to the TTFT gaps: ms a request and us a "
                                                "prompt token, then replay with it.")] = False,
@@ -66,6 +69,13 @@ def diff_cmd(
         rep, fit = _fit(run, rep, cfg, policy, cost)
     rows = request_rows(run, rep)
     _print(run, rep, rows, worst)
+    steps = None
+    if engine_log is not None:
+        from servesim.analysis.breakdown import step_log
+        from servesim.measured.engine_log import read_engine_log, step_diff
+
+        steps = step_diff(read_engine_log(engine_log), step_log(rep.result))
+        _print_steps(steps)
     if json_path is not None:
         from servesim.export.json_records import write_json
 
@@ -73,6 +83,8 @@ def diff_cmd(
                "means": mean_rows(run, rep), "requests": rows}
         if fit is not None:
             doc["frontend_fit"] = fit
+        if steps is not None:
+            doc["steps"] = steps
         write_json(json_path, doc, "--json")
         print(f"wrote {json_path}")
 
@@ -232,3 +244,20 @@ def _worst(rows: list[dict], worst: int) -> None:
               f"{r['predicted_ttft_ms']:>7.1f} {r['predicted_queue_ms']:>6.1f} {r['predicted_prefill_ms']:>7.1f} "
               f"{r['decode_ms']:>7.0f} {r['predicted_decode_ms']:>7.0f} {r['e2el_error_pct']:>+6.1f}%  "
               f"{r['diverges_in']}")
+
+
+def _print_steps(d: dict) -> None:
+    """The per-step diff (`servesim.measured.engine_log.step_diff`)."""
+    print(f"steps: {d['logged_steps']:,} logged, {d['servesim_steps']:,} in servesim; the schedules agree for the "
+          f"first {d['steps_agreeing']:,}")
+    if "first_difference" in d:
+        f = d["first_difference"]
+        print(f"  step {f['step']}: logged {f['logged'][0]} context requests, {f['logged'][1]} context tokens, "
+              f"{f['logged'][2]} generation requests; servesim {f['servesim'][0]}, {f['servesim'][1]}, "
+              f"{f['servesim'][2]}")
+    for kind in ("decode_only", "with_prefill"):
+        k = d[kind]
+        real = "-" if k["logged_mean_ms"] is None else f"{k['logged_mean_ms']:.2f}"
+        sim = "-" if k["servesim_mean_ms"] is None else f"{k['servesim_mean_ms']:.2f}"
+        print(f"  {kind.replace('_', ' ')} steps: {k['logged_steps']:,} logged, mean {real} ms (vLLM's elapsed: "
+              f"the model's step); servesim {k['servesim_steps']:,}, mean {sim} ms")

@@ -159,7 +159,8 @@ class SimOptions(*_client_flags(), *_engine_flags()):
     kv_cache_dtype: Annotated[str | None, _opt("--kv-cache-dtype", help="Roofline KV cache: auto (the model's dtype) "
                                                "| fp8 (1 byte: more KV blocks, cheaper decode attention).")] = None
     engine: Annotated[str | None, _opt("--engine", help="Roofline engine profile (host time per step): vllm-0.33 | "
-                                                        "vllm-0.2 | trtllm | sglang. Default: vllm-0.33.")] = None
+                                       "vllm-0.13 (async scheduling off: 0.10-0.13) | vllm-0.2 | trtllm | sglang. "
+                                       "Default: vllm-0.33.")] = None
     enforce_eager: Annotated[bool | None, _opt("--enforce-eager/--no-enforce-eager", help="No CUDA graphs: each "
                                                "kernel is launched from the host. Default: the --engine "
                                                "preset's.")] = None

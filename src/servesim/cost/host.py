@@ -130,6 +130,11 @@ PRESETS: dict[str, EngineProfile] = {
     # GPUs. Its own per-step host cost is not in the public files; Vidur's measured Python-engine costs are an
     # upper bound, and with async scheduling they matter only where they exceed the GPU's time.
     "vllm-0.33": EngineProfile("vllm-0.33", "0.33"),
+    # vLLM 0.10.0-0.13.0: as vllm-0.33 (V1, CUDA graphs, the mp executor, 8192 tokens and 1024 sequences by default
+    # on an H100/H200) but async scheduling off by default: `async_scheduling: bool = False` (0.13.0's wheel,
+    # vllm/config/scheduler.py:133; 0.10.0 vllm/config.py:2358); 0.14.0 made it `Field(default=None)`, turned on
+    # in vllm/config/vllm.py:588-628, unchanged to 0.33.0 (read in each release's PyPI wheel)
+    "vllm-0.13": EngineProfile("vllm-0.13", "0.10.0-0.13.0", async_scheduling=False),
     # vLLM 0.2.0-0.2.4 (2023): eager PyTorch, Ray workers, NCCL all-reduce, host and device in series. The costs
     # Vidur measured are of exactly this engine design. (0.2.5 added CUDA graphs, 0.2.7 the custom all-reduce.)
     "vllm-0.2": EngineProfile("vllm-0.2", "0.2.4", enforce_eager=True, distributed_executor_backend="ray",
@@ -144,6 +149,18 @@ PRESETS: dict[str, EngineProfile] = {
     "sglang": EngineProfile("sglang", "0.4"),
 }
 DEFAULT_ENGINE = "vllm-0.33"
+ASYNC_BY_DEFAULT = (0, 14)  # the first vLLM release with async scheduling on by default
+
+
+def preset_for(engine: str, version: str | None) -> str | None:
+    """The host preset of `engine` (a servesim policy's engine: vllm, sglang) at a release (`0.12.0`), where the
+    release's defaults differ from the newest preset's; None: the engine's own preset."""
+    import re
+
+    m = re.match(r"(\d+)\.(\d+)", version or "")
+    if engine == "vllm" and m and (int(m[1]), int(m[2])) >= (0, 10) and (int(m[1]), int(m[2])) < ASYNC_BY_DEFAULT:
+        return "vllm-0.13"
+    return None
 
 
 def get_engine(name: str | EngineProfile | None = None, **flags) -> EngineProfile:

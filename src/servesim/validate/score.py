@@ -110,10 +110,12 @@ def predict(p: Point) -> dict[str, float]:
     f = p.fields
     spec = engine_for(f["engine"])
     cost_name = f.get("cost", "roofline")
+    from servesim.cost.host import preset_for
+
+    preset = preset_for(spec.name, f.get("engine_version")) or spec.host_preset  # (the release's defaults)
     cost = build_cost("toy") if cost_name == "toy" else build_cost(
         cost_name, model=f["model"], gpu=f["gpu"], tp=f.get("tp", 1), quantization=f.get("quantization"),
-        kv_cache_dtype=f.get("kv_cache_dtype"),
-        default_engine=spec.host_preset)
+        kv_cache_dtype=f.get("kv_cache_dtype"), default_engine=preset)
     knobs = {k: f[k] for k in ("max_num_seqs", "max_num_batched_tokens") if k in f}
     if f.get("frontend", "none") != "none":  # the path outside the engine core (`servesim.engine.frontend`)
         from servesim.engine.frontend import frontend
