@@ -29,7 +29,7 @@ def test_the_sample_scores_by_hand():
     assert e2 == pytest.approx({"ttft_ms": 25.0, "tpot_ms": 0.0, "e2el_ms": 20.0})
     assert report.mape("ttft_ms") == pytest.approx(22.5) and report.signed("ttft_ms") == pytest.approx(2.5)
     reasons = dict(report.out_of_reach)
-    assert reasons[4] == "client 'guidellm': validate takes vllm-bench and aiperf rows"
+    assert reasons[4] == "client 'guidellm': validate takes vllm-bench, aiperf and sglang-bench rows"
     assert reasons[5].startswith("unknown model 'mystery-70b'")
 
 
@@ -126,10 +126,22 @@ def test_the_html_page(monkeypatch, capsys, tmp_path):
     page = (tmp_path / "v.html").read_text()
     assert "4 rows: 2 predicted, 2 out of reach. ttft_ms MAPE 22.5 % (signed +2.5 %)" in page
     assert page.count("<tr>") == 1 + 2  # the worst rows: a header and both predicted rows
-    assert "<li>1 rows: validate takes vllm-bench and aiperf rows</li>" in page  # (client 'guidellm': ...)
+    assert "<li>1 rows: validate takes vllm-bench, aiperf and sglang-bench rows</li>" in page  # (guidellm)
     assert "https://" not in page.split("<script")[0]  # offline: plotly is inlined, nothing fetched
 
 
 def test_executor_options_are_checked(monkeypatch, capsys):
     code, _, err = cli(monkeypatch, capsys, "validate", str(SAMPLE), "--ray-address", "auto")
     assert code == 2 and "--ray-address names a Ray cluster: add --executor ray" in err
+
+
+def test_an_sglang_bench_row_by_hand(tmp_path):
+    # sglang.bench_serving's closed loop of 1 after its warm-up request (awaited, then a 1 s pause), 100-token
+    # prompts, 3 tokens, toy cost: each request alone, TTFT 10 ms, TPOT 1 ms, E2E 12 ms; against measured 8 / 1 /
+    # 12 ms the errors are +25, 0 and 0 %
+    path = tmp_path / "m.csv"
+    path.write_text("model,gpu,engine,client,concurrency,isl,osl,num_requests,cost,ttft_ms,tpot_ms,e2el_ms\n"
+                    "llama-3-8b,h100-80gb,vllm,sglang-bench,1,100,3,2,toy,8,1,12\n")
+    (_, pred, err), = score(read_points(path)).predicted
+    assert pred["ttft_ms"] == pytest.approx(10.0) and pred["e2el_ms"] == pytest.approx(12.0)
+    assert err == pytest.approx({"ttft_ms": 25.0, "tpot_ms": 0.0, "e2el_ms": 0.0}, abs=1e-9)

@@ -5,7 +5,8 @@ its knobs, the cost model's constants from kernel measurements and datasheets); 
 (`concurrency`: a closed loop of identical requests started together; `request_rate`: Poisson arrivals, seed 0)
 after its warm-up, which it does not measure; each metric is the client's own definition (vllm bench serve's
 means: TTFT, TPOT = (e2el - ttft) / (n - 1), ITL token-weighted, E2EL, output tokens/s; AIPerf's: TTFT, ITL =
-(latency - TTFT) / (OSL - 1), request latency, output token throughput). The error is (predicted - measured) /
+(latency - TTFT) / (OSL - 1), request latency, output token throughput; sglang.bench_serving's means, its warm-up
+of one request before). The error is (predicted - measured) /
 measured; MAPE its mean absolute value. A row servesim cannot express is counted out of reach, with the reason.
 """
 
@@ -133,9 +134,11 @@ def predict(p: Point) -> dict[str, float]:
         return _aiperf(f, cfg, cost)
     if f["client"] == "vllm-bench":
         return _vllm_bench(f, cfg, cost)
+    if f["client"] == "sglang-bench":
+        return _sglang_bench(f, cfg, cost)
     from servesim.errors import ConfigError
 
-    raise ConfigError(f"client {f['client']!r}: validate takes vllm-bench and aiperf rows")
+    raise ConfigError(f"client {f['client']!r}: validate takes vllm-bench, aiperf and sglang-bench rows")
 
 
 def _vllm_bench(f: dict, cfg: Any, cost: Any) -> dict[str, float]:
@@ -203,3 +206,19 @@ def _aiperf(f: dict, cfg: Any, cost: Any) -> dict[str, float]:
     if itl is not None:
         out["tpot_ms"] = out["itl_ms"] = itl  # AIPerf's ITL is per request (latency - TTFT) / (OSL - 1)
     return {k: v for k, v in out.items() if v is not None}
+
+
+def _sglang_bench(f: dict, cfg: Any, cost: Any) -> dict[str, float]:
+    """`sglang.bench_serving`'s: its random dataset at exactly `isl` and `osl` (range ratio 1), `--max-concurrency`
+    or `--request-rate` (exponential gaps, seed 0), its warm-up (`warmup_requests`, SGLang's default 1), its
+    means."""
+    from servesim.clients import sglang_bench
+
+    opts = SimpleNamespace(request_rate=f.get("request_rate"), max_concurrency=f.get("concurrency"),
+                           warmup_requests=f.get("warmup_requests", 1), dataset_name="random", workload="random",
+                           num_requests=f["num_requests"], random_input_len=f["isl"], random_output_len=f["osl"],
+                           random_range_ratio=1.0, seed=0)
+    load = sglang_bench.plan(opts, [])
+    m = sglang_bench.summarize(*sglang_bench.run(load, cfg, f["engine"], cost), load, opts)
+    return {"ttft_ms": m["mean_ttft_ms"], "tpot_ms": m["mean_tpot_ms"], "itl_ms": m["mean_itl_ms"],
+            "e2el_ms": m["mean_e2e_latency_ms"], "output_throughput": m["output_throughput"]}
