@@ -213,3 +213,14 @@ def test_diff_per_step_against_vllms_iteration_lines(monkeypatch, capsys, tmp_pa
     code, _, err = cli(monkeypatch, capsys, "diff", str(VLLM), "--cost", "toy", "--engine-log",
                        str(tmp_path / "vllm.log"))
     assert code == 2 and "--enable-logging-iteration-details" in err
+
+
+def test_diff_takes_the_front_end_from_the_files_metadata(monkeypatch, capsys, tmp_path):
+    # frontend=vllm recorded (--metadata): 11.22 ms + 100 x 1 us on each TTFT: 20 + 11.32 ms predicted
+    data = json.loads(VLLM.read_text()) | {"frontend": "vllm"}
+    (tmp_path / "r.json").write_text(json.dumps(data))
+    code, out, err = cli(monkeypatch, capsys, "diff", str(tmp_path / "r.json"), "--cost", "toy", "--json",
+                         str(tmp_path / "d.json"))
+    assert code == 0, err
+    assert "metadata: frontend vllm, engine vllm" in out
+    assert json.loads((tmp_path / "d.json").read_text())["means"]["ttft_ms"]["predicted"] == pytest.approx(31.32)

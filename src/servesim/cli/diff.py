@@ -21,7 +21,8 @@ from servesim.errors import ConfigError
 METRIC_LABELS = {"ttft_ms": "TTFT (ms)", "tpot_ms": "TPOT (ms)", "itl_ms": "ITL (ms)", "e2el_ms": "E2EL (ms)",
                  "output_throughput": "Output tokens/s"}
 FIT_ROUNDS = 8  # replays of --fit-frontend at most
-FROM_FILE = ("model", "gpu", "tp", "quantization", "kv_cache_dtype", "max_num_seqs", "max_num_batched_tokens")
+FROM_FILE = ("model", "gpu", "tp", "quantization", "kv_cache_dtype", "max_num_seqs", "max_num_batched_tokens",
+             "frontend")
 
 
 @app.command("diff")
