@@ -21,26 +21,30 @@ def test_the_sample_scores_by_hand():
     # toy cost: a 100-token prompt alone is a 10 ms step (0.1 ms a token) giving the first token; 2 decode steps
     # of 1 ms: TTFT 10 ms, TPOT 1 ms, E2EL 12 ms, whatever the client (concurrency 1: each request alone)
     report = score(read_points(SAMPLE))
-    assert report.rows == 4 and len(report.predicted) == 2
-    (bench, _, e1), (aiperf, _, e2) = report.predicted
-    assert bench.fields["client"] == "vllm-bench" and aiperf.fields["client"] == "aiperf"
+    assert report.rows == 5 and len(report.predicted) == 3
+    (bench, _, e1), (aiperf, _, e2), (gl, pred, e3) = report.predicted
+    assert (bench.fields["client"], aiperf.fields["client"], gl.fields["client"]) == ("vllm-bench", "aiperf",
+                                                                                     "guidellm")
     # measured 12.5, 1.25, 15: every error (10 - 12.5) / 12.5 = -20 %; AIPerf's measured 8, 1, 10: +25, 0, +20 %
     assert e1 == pytest.approx({"ttft_ms": -20.0, "tpot_ms": -20.0, "e2el_ms": -20.0})
     assert e2 == pytest.approx({"ttft_ms": 25.0, "tpot_ms": 0.0, "e2el_ms": 20.0})
-    assert report.mape("ttft_ms") == pytest.approx(22.5) and report.signed("ttft_ms") == pytest.approx(2.5)
+    # GuideLLM's TPOT counts the first token: 12 ms / 3 = 4 ms; measured 8, 5, 10: +25, -20, +20 %
+    assert pred["tpot_ms"] == pytest.approx(4.0)
+    assert e3 == pytest.approx({"ttft_ms": 25.0, "tpot_ms": -20.0, "e2el_ms": 20.0})
+    assert report.mape("ttft_ms") == pytest.approx(70 / 3) and report.signed("ttft_ms") == pytest.approx(10.0)
     reasons = dict(report.out_of_reach)
-    assert reasons[4] == "client 'guidellm': validate takes vllm-bench, aiperf and sglang-bench rows"
-    assert reasons[5].startswith("unknown model 'mystery-70b'")
+    assert reasons[5] == "client 'mlperf': validate takes vllm-bench, aiperf, sglang-bench and guidellm rows"
+    assert reasons[6].startswith("unknown model 'mystery-70b'")
 
 
 def test_validate_command_and_its_json(monkeypatch, capsys, tmp_path):
     code, out, err = cli(monkeypatch, capsys, "validate", str(SAMPLE), "--json", str(tmp_path / "v.json"))
     assert code == 0, err
-    assert "4 rows: 2 predicted, 2 out of reach" in out and "line 4: out of reach: client 'guidellm'" in out
+    assert "5 rows: 3 predicted, 2 out of reach" in out and "line 5: out of reach: client 'mlperf'" in out
     doc = json.loads((tmp_path / "v.json").read_text())
-    assert (doc["rows"], doc["predicted"]) == (4, 2) and doc["ttft_mape"] == pytest.approx(22.5)
+    assert (doc["rows"], doc["predicted"]) == (5, 3) and doc["ttft_mape"] == pytest.approx(70 / 3)
     assert doc["groups"]["client"]["aiperf"]["ttft_mape"] == pytest.approx(25.0)
-    assert [r["line"] for r in doc["out_of_reach"]] == [4, 5] and doc["method"].startswith("no fitting")
+    assert [r["line"] for r in doc["out_of_reach"]] == [5, 6] and doc["method"].startswith("no fitting")
 
 
 @pytest.mark.parametrize("text, words", [
@@ -124,9 +128,9 @@ def test_the_html_page(monkeypatch, capsys, tmp_path):
     assert code == 0, err
     assert f"wrote {tmp_path / 'v.html'}" in out
     page = (tmp_path / "v.html").read_text()
-    assert "4 rows: 2 predicted, 2 out of reach. ttft_ms MAPE 22.5 % (signed +2.5 %)" in page
-    assert page.count("<tr>") == 1 + 2  # the worst rows: a header and both predicted rows
-    assert "<li>1 rows: validate takes vllm-bench, aiperf and sglang-bench rows</li>" in page  # (guidellm)
+    assert "5 rows: 3 predicted, 2 out of reach. ttft_ms MAPE 23.3 % (signed +10.0 %)" in page
+    assert page.count("<tr>") == 1 + 3  # the worst rows: a header and the three predicted rows
+    assert "<li>1 rows: validate takes vllm-bench, aiperf, sglang-bench and guidellm rows</li>" in page  # mlperf
     assert "https://" not in page.split("<script")[0]  # offline: plotly is inlined, nothing fetched
 
 

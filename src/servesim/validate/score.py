@@ -136,9 +136,11 @@ def predict(p: Point) -> dict[str, float]:
         return _vllm_bench(f, cfg, cost)
     if f["client"] == "sglang-bench":
         return _sglang_bench(f, cfg, cost)
+    if f["client"] == "guidellm":
+        return _guidellm(f, cfg, cost)
     from servesim.errors import ConfigError
 
-    raise ConfigError(f"client {f['client']!r}: validate takes vllm-bench, aiperf and sglang-bench rows")
+    raise ConfigError(f"client {f['client']!r}: validate takes vllm-bench, aiperf, sglang-bench and guidellm rows")
 
 
 def _vllm_bench(f: dict, cfg: Any, cost: Any) -> dict[str, float]:
@@ -222,3 +224,23 @@ def _sglang_bench(f: dict, cfg: Any, cost: Any) -> dict[str, float]:
     m = sglang_bench.summarize(*sglang_bench.run(load, cfg, f["engine"], cost), load, opts)
     return {"ttft_ms": m["mean_ttft_ms"], "tpot_ms": m["mean_tpot_ms"], "itl_ms": m["mean_itl_ms"],
             "e2el_ms": m["mean_e2e_latency_ms"], "output_throughput": m["output_throughput"]}
+
+
+def _guidellm(f: dict, cfg: Any, cost: Any) -> dict[str, float]:
+    """GuideLLM's: `--profile kind=concurrent,rate=C` (or `poisson` at the row's rate), `max_requests` of the
+    row's count, synthetic data at exactly `isl` and `osl`; its means (TPOT with the first token, token-weighted;
+    ITL over the tokens after the first). It has no warm-up servesim models: a row with one is out of reach."""
+    from servesim.clients import guidellm
+    from servesim.errors import ConfigError
+
+    if f.get("warmup_requests"):
+        raise ConfigError("warmup_requests: GuideLLM's warm-up is not modelled yet")
+    profile = (f"kind=concurrent,rate={f['concurrency']}" if "concurrency" in f
+               else f"kind=poisson,rate={f['request_rate']}")
+    opts = SimpleNamespace(profile=profile, constraint=f"kind=max_requests,count={f['num_requests']}",
+                           data=f"kind=synthetic_text,prompt_tokens={f['isl']},output_tokens={f['osl']}", seed=0)
+    load = guidellm.plan(opts)
+    (m,) = guidellm.summarize(*guidellm.run(load, cfg, f["engine"], cost), load, opts)
+    return {"ttft_ms": m["time_to_first_token_ms"]["mean"], "tpot_ms": m["time_per_output_token_ms"]["mean"],
+            "itl_ms": m["inter_token_latency_ms"]["mean"], "e2el_ms": m["request_latency"]["mean"] * 1e3,
+            "output_throughput": m["output_tokens_per_second"]}
