@@ -2,8 +2,8 @@
 
 Columns: `model`, `gpu`, `engine` (a servesim policy: vllm, sglang, ...), `tp`, `client` (`vllm-bench`,
 `aiperf`, `sglang-bench` or `guidellm`), the load (`concurrency`, a closed loop of identical requests, or
-`request_rate`, Poisson), `isl`, `osl`, `num_requests`, and at least one measured metric: `ttft_ms`, `tpot_ms`, `itl_ms`,
-`e2el_ms` (means, the client's own definitions), `output_throughput` (tokens/s). Optional: `warmup_requests`
+`request_rate`, Poisson), `isl`, `osl`, `num_requests`, and at least one measured metric: `ttft_ms`, `tpot_ms`,
+`itl_ms`, `e2el_ms` (means, the client's own definitions), `output_throughput` (tokens/s). Optional: `warmup_requests`
 (excluded from the metrics, as the client excludes them), `max_num_seqs`, `max_num_batched_tokens`,
 `quantization`, `cost` (a servesim cost model: default `roofline`; `toy` makes predictions derivable by hand),
 `engine_version` (carried into the groups), `start` (`together`, the default: a closed loop's users all start at
