@@ -127,7 +127,10 @@ def test_run_client_aiperf_from_the_command_line(monkeypatch, capsys, tmp_path):
     (["run", "--concurrency", "2"], "--concurrency is an option of the aiperf client: add --client aiperf"),
     (["run", "--client", "aiperf", "--osl", "3", "--max-concurrency", "2"],
      "--max-concurrency: not an option of --client aiperf"),
-    (["trace", "--client", "aiperf", "--osl", "3"], "--client aiperf: its load is simulated by servesim run"),
+    (["compare", "--client", "aiperf", "--osl", "3", "--policies", "vllm,sglang"],
+     "--client aiperf: its load is simulated by servesim run, trace and explain for now"),
+    (["trace", "--client", "guidellm", "--profile", "kind=sweep,rate=3", "--constraint", "kind=max_requests,count=2",
+      "--data", "kind=synthetic_text,prompt_tokens=10,output_tokens=2"], "--profile kind=sweep runs 3 benchmarks"),
     (["run", "--client", "aiperf", "--osl", "3", "--request-rate", "2", "--concurrency", "2", "--num-replicas", "2"],
      "--request-rate with --concurrency (AIPerf's paced sends under a cap) on a cluster is not modelled yet"),
     (["run", "--client", "wrk"], "--client 'wrk': expected one of vllm-bench, aiperf"),
@@ -178,6 +181,24 @@ def test_one_replica_is_the_plain_engine_under_every_client(monkeypatch, capsys,
         assert code == 0, err
         runs.append(json.loads((tmp_path / "r.json").read_text())["records"])
     assert runs[0] == runs[1]
+
+
+def test_trace_and_explain_a_clients_run(monkeypatch, capsys):
+    # AIPerf's closed loop of 2 after a warm-up of 2, 100-token prompts, 3 tokens, toy cost: the warm-up's two
+    # prompts in one 20 ms step, two 2 ms decode steps (done at 24 ms); then the profiling phase's first two
+    code, out, err = cli(monkeypatch, capsys, "trace", "--client", "aiperf", "--concurrency", "2", "--request-count",
+                         "4", "--warmup-request-count", "2", "--isl", "100", "--osl", "3", "--cost", "toy")
+    assert code == 0, err
+    assert "finished warmup-0,warmup-1" in out and "profiling-0:100 profiling-1:100" in out
+    # three rounds of a 20 ms prefill step and two 2 ms decode steps: steps 0-8, starting 0, 20, 22, 24, ... ms
+    starts = [float(line.split()[1]) for line in out.splitlines() if line.split() and line.split()[0].isdigit()]
+    assert starts == [0.0, 20.0, 22.0, 24.0, 44.0, 46.0, 48.0, 68.0, 70.0]
+    code, out, err = cli(monkeypatch, capsys, "explain", "--client", "aiperf", "--concurrency", "2",
+                         "--request-count", "4", "--warmup-request-count", "2", "--isl", "100", "--osl", "3",
+                         "--cost", "toy", "--request", "profiling-0")
+    assert code == 0, err
+    assert "profiling-0 arrived at 24 ms" in out and "TTFT 20 ms" in out
+    assert "the unchunked counterfactual reruns vllm bench serve's requests" in err
 
 
 def test_vllm_bench_is_the_default_client(monkeypatch, capsys, tmp_path):

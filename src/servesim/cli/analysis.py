@@ -205,13 +205,7 @@ def run_client(opts: SimOptions, cfg, policy: str, cm, outputs: list[Path]) -> N
     from servesim.clients import client_module
 
     client = client_module(opts.client)
-    if getattr(client, "TAKES_WORKLOAD", False):  # its samples: the workload's requests, as vllm bench loads them
-        from servesim.cli.workload import workload_from_options
-
-        synthetic = "random" in (opts.dataset_name, opts.workload)  # (the client makes its own random lengths)
-        load = client.plan(opts, [] if synthetic else workload_from_options(opts.workload, **opts.loader_options()))
-    else:
-        load = client.plan(opts)
+    load = client_load(opts, client)
     server = None
     if opts.is_cluster() and getattr(load, "in_order", False):
         raise ConfigError("--request-rate with --concurrency (AIPerf's paced sends under a cap) on a cluster is not "
@@ -237,6 +231,38 @@ def run_client(opts: SimOptions, cfg, policy: str, cm, outputs: list[Path]) -> N
         write_json(path, {"client": client.NAME, "client_version": client.VERSION, "records": m,
                           "policy": first.policy, "cost_model": first.cost_model}, "--json")
         print(f"wrote {path}")
+
+
+def client_load(opts: SimOptions, client) -> object:
+    """What `--client NAME` sends, planned from its flags (and its samples: the workload's requests, as vllm bench
+    loads them, for a client that takes a workload)."""
+    if getattr(client, "TAKES_WORKLOAD", False):
+        from servesim.cli.workload import workload_from_options
+
+        synthetic = "random" in (opts.dataset_name, opts.workload)  # (the client makes its own random lengths)
+        return client.plan(opts, [] if synthetic else workload_from_options(opts.workload, **opts.loader_options()))
+    return client.plan(opts)
+
+
+def client_result(opts: SimOptions, cfg, policy: str, cm, command: str, **sim) -> object:
+    """A non-vLLM client's run with step records, for `trace` and `explain`: its load as `run --client` sends it,
+    and the result of its last simulation (its phases, warm-up included, are one run; AIPerf's paced profiling
+    after a warm-up runs alone, and is that run)."""
+    from servesim.clients import client_module
+    from servesim.engine import simulate
+
+    check_client(opts, {})
+    if opts.is_cluster():
+        raise ConfigError(f"{command} --client {opts.client} on a cluster is not modelled yet: servesim run takes it")
+    client = client_module(opts.client)
+    result, _ = client.run(client_load(opts, client), cfg, policy, cm,
+                           server=lambda reqs, config: simulate(reqs, config, policy, cm, **sim))
+    if isinstance(result, list):
+        if len(result) > 1:
+            raise ConfigError(f"--profile kind=sweep runs {len(result)} benchmarks: {command} takes one (give "
+                              "--profile kind=synchronous|concurrent|throughput|constant|poisson)")
+        result = result[0]
+    return result
 
 
 def run_cluster(opts: SimOptions, reqs, cfg, policy: str, cm, record: str, ps, names, slos, warmup: float,
@@ -376,10 +402,17 @@ def explain(
     from servesim.run import Run
 
     cfg, cm = opts.engine_config(policy), opts.cost_model(policy)
-    reqs = opts.requests()
-    if opts.is_cluster():
-        return explain_cluster_cmd(opts, reqs, cfg, policy, cm, request)
-    result = simulate(reqs, cfg, policy, cm)
+    if opts.client != "vllm-bench":  # the client's own load (its phases need a simulation to place their sends)
+        reqs, result = None, client_result(opts, cfg, policy, cm, "explain")
+        if counterfactual:
+            note(f"--client {opts.client}: the unchunked counterfactual reruns vllm bench serve's requests, not a "
+                 "client's load; not run (--no-counterfactual says so)")
+            counterfactual = False
+    else:
+        reqs = opts.requests()
+        if opts.is_cluster():
+            return explain_cluster_cmd(opts, reqs, cfg, policy, cm, request)
+        result = simulate(reqs, cfg, policy, cm)
     if request is not None and request not in {r.id for r in result.requests}:
         raise ConfigError(f"--request {request!r}: no such request in {opts.workload!r} "
                           f"(ids: {', '.join(r.id for r in result.requests[:10])}"

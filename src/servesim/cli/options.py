@@ -241,7 +241,8 @@ class SimOptions(*_client_flags(), *_engine_flags()):
 
         if self.client != DEFAULT_CLIENT:
             client_module(self.client)  # (an unknown name is refused as such)
-            raise ConfigError(f"--client {self.client}: its load is simulated by servesim run for now")
+            raise ConfigError(f"--client {self.client}: its load is simulated by servesim run, trace and explain "
+                              "for now")
         for name in CLIENTS:
             given = client_module(name).FLAGS and client_module(name).given(self)
             if given:

@@ -126,9 +126,15 @@ def trace(
         raise ConfigError(f"--limit {limit}: expected a number of rows >= 0 (0 = all)")
     rows = TRACE_ROWS if limit is None else limit or None
     cfg, cm = opts.engine_config(policy), opts.cost_model(policy)
-    if opts.is_cluster():
-        return trace_cluster(opts, cfg, policy, cm, rows, json_path)
-    result = simulate(opts.requests(), cfg, policy, cm, max_records=None if json_path else rows)
+    keep = None if json_path else rows
+    if opts.client != "vllm-bench":  # the client's own load: its last simulation, with records
+        from servesim.cli.analysis import client_result
+
+        result = client_result(opts, cfg, policy, cm, "trace", max_records=keep)
+    else:
+        if opts.is_cluster():
+            return trace_cluster(opts, cfg, policy, cm, rows, json_path)
+        result = simulate(opts.requests(), cfg, policy, cm, max_records=keep)
     note(opts.lesson_note(policy))
     rejected_note(result)
     width = shutil.get_terminal_size().columns
