@@ -240,6 +240,17 @@ def run(load: Load, config: Any, policy: str, cost: Any, server: Any = None) -> 
     return result, np.array([r.request_id.startswith("profiling-") for r in requests])
 
 
+def means(m: dict[str, dict[str, float]]) -> dict[str, float]:
+    """AIPerf's averages (`metrics`, streamed) under validate's metric names: TTFT, request latency as E2EL,
+    output token throughput, and its per-request ITL as both ITL and TPOT (its (latency - TTFT) / (OSL - 1))."""
+    out = {"ttft_ms": m["time_to_first_token"].get("avg"), "e2el_ms": m["request_latency"].get("avg"),
+           "output_throughput": m["output_token_throughput"]["avg"]}
+    itl = m["inter_token_latency"].get("avg")
+    if itl is not None:
+        out["tpot_ms"] = out["itl_ms"] = itl
+    return {k: v for k, v in out.items() if v is not None}
+
+
 def metrics(result: Any, measured: np.ndarray, streaming: bool) -> dict[str, dict[str, float]]:
     """AIPerf's metrics of the measured requests, by its metric tags (see the module's docstring)."""
     done = [r for r, m in zip(result.requests, measured, strict=True) if m and r.finish_time is not None]

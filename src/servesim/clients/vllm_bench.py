@@ -13,3 +13,14 @@ request, averaged over requests; ITL token-weighted over every gap; the same JSO
 NAME = "vllm-bench"
 FLAGS = None  # its flags are servesim's own load options (`--request-rate`, `--burstiness`, `--ramp-up-*`,
 # `--max-concurrency`)
+
+
+def means(result, keep=None) -> dict[str, float]:
+    """vllm bench serve's means under validate's metric names (ms; output tokens/s), over the requests `keep`
+    marks (None: all): TTFT, TPOT, token-weighted ITL, E2EL, output throughput."""
+    from servesim.analysis.benchmark import benchmark_metrics
+
+    m = benchmark_metrics(result, keep=keep)
+    s = m.summaries
+    return {"ttft_ms": s["ttft"].mean, "tpot_ms": s["tpot"].mean, "itl_ms": s["itl"].mean, "e2el_ms": s["e2el"].mean,
+            "output_throughput": m.output_throughput}

@@ -18,7 +18,6 @@ TTFT) / (OSL - 1), OSLs over first send to last response).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -44,6 +43,7 @@ class Replay:
 
 def replay(run: MeasuredRun, cfg: Any, policy: str, cost: Any, sends: str = "measured") -> Replay:
     from servesim.analysis.breakdown import request_breakdown
+    from servesim.clients import aiperf, vllm_bench
     from servesim.engine import simulate
     from servesim.engine.request import Request
 
@@ -56,7 +56,10 @@ def replay(run: MeasuredRun, cfg: Any, policy: str, cost: Any, sends: str = "mea
     bd = request_breakdown(result)
     ttft = first - tl.arrival_time
     e2el = np.where(tl.finished, tl.finish_time - tl.arrival_time, np.nan)
-    means = _vllm_means(result) if run.client == "vllm-bench" else _aiperf_means(run, ttft, e2el, tl)
+    if run.client == "vllm-bench":
+        means = vllm_bench.means(result)
+    else:
+        means = aiperf.means(aiperf.metrics(result, np.ones(len(reqs), bool), streaming=True))
     return Replay(result, how, ttft, e2el, bd.queue, bd.prefill, means)
 
 
@@ -80,25 +83,3 @@ def _sends(run: MeasuredRun, sends: str) -> tuple[np.ndarray, int | None, str]:
     else:
         times = arrival_times(n, load["request_rate"], load["burstiness"], rng)
     return times, cap, "client"
-
-
-def _vllm_means(result: Any) -> dict[str, float]:
-    from servesim.analysis.benchmark import benchmark_metrics
-
-    m = benchmark_metrics(result)
-    s = m.summaries
-    return {"ttft_ms": s["ttft"].mean, "tpot_ms": s["tpot"].mean, "itl_ms": s["itl"].mean, "e2el_ms": s["e2el"].mean,
-            "output_throughput": m.output_throughput}
-
-
-def _aiperf_means(run: MeasuredRun, ttft: np.ndarray, e2el: np.ndarray, tl: Any) -> dict[str, float]:
-    done = np.isfinite(e2el)
-    osl = run.output_lens[done]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        itl = np.where(osl > 1, (e2el[done] - ttft[done]) / np.maximum(osl - 1, 1), np.nan)
-    duration = float(np.max(tl.finish_time[done]) - np.min(tl.arrival_time[done]))
-    out = {"ttft_ms": float(np.mean(ttft[done]) * 1e3), "e2el_ms": float(np.mean(e2el[done]) * 1e3),
-           "output_throughput": float(osl.sum() / duration) if duration > 0 else math.nan}
-    if np.isfinite(itl).any():
-        out["itl_ms"] = out["tpot_ms"] = float(np.nanmean(itl) * 1e3)
-    return out

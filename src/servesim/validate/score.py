@@ -144,7 +144,7 @@ def predict(p: Point) -> dict[str, float]:
 
 
 def _vllm_bench(f: dict, cfg: Any, cost: Any) -> dict[str, float]:
-    from servesim.analysis.benchmark import benchmark_metrics
+    from servesim.clients import vllm_bench
     from servesim.engine import simulate
     from servesim.engine.request import Request
     from servesim.workloads.synthetic import arrival_times
@@ -163,18 +163,14 @@ def _vllm_bench(f: dict, cfg: Any, cost: Any) -> dict[str, float]:
         start = float(np.nanmax(t.finish_time))
     reqs = warm + [Request(f"r{i}", start + float(a), f["isl"], f["osl"]) for i, a in enumerate(times)]
     result = simulate(reqs, cfg, f["engine"], cost, record="summary")
-    keep = np.array([r.request_id.startswith("r") for r in reqs])
-    m = benchmark_metrics(result, keep=keep)
-    s = m.summaries  # (in ms, as vllm bench serve reports them)
-    return {"ttft_ms": s["ttft"].mean, "tpot_ms": s["tpot"].mean, "itl_ms": s["itl"].mean, "e2el_ms": s["e2el"].mean,
-            "output_throughput": m.output_throughput}
+    return vllm_bench.means(result, np.array([r.request_id.startswith("r") for r in reqs]))
 
 
 def _staggered(f: dict, cfg: Any, cost: Any) -> dict[str, float]:
     """A desynchronised closed loop of C users (`start` staggered): the users' first requests go one C-th of a
     lone request's latency apart, so that completions, and the sends they release, stay spread over a request's
     life instead of in waves; the first `warmup_requests` of the loop are not measured."""
-    from servesim.analysis.benchmark import benchmark_metrics
+    from servesim.clients import vllm_bench
     from servesim.engine import simulate
     from servesim.engine.request import Request
     from servesim.errors import ConfigError
@@ -186,10 +182,7 @@ def _staggered(f: dict, cfg: Any, cost: Any) -> dict[str, float]:
     gap = float(alone.timelines.finish_time[0]) / c
     reqs = [Request(f"r{i}", min(i, c - 1) * gap, f["isl"], f["osl"]) for i in range(w + n)]
     result = simulate(reqs, replace(cfg, max_concurrency=c), f["engine"], cost, record="summary")
-    m = benchmark_metrics(result, keep=np.arange(w + n) >= w)
-    s = m.summaries
-    return {"ttft_ms": s["ttft"].mean, "tpot_ms": s["tpot"].mean, "itl_ms": s["itl"].mean, "e2el_ms": s["e2el"].mean,
-            "output_throughput": m.output_throughput}
+    return vllm_bench.means(result, np.arange(w + n) >= w)
 
 
 def _aiperf(f: dict, cfg: Any, cost: Any) -> dict[str, float]:
@@ -201,13 +194,7 @@ def _aiperf(f: dict, cfg: Any, cost: Any) -> dict[str, float]:
         warmup_request_count=f.get("warmup_requests", 0), isl=f["isl"], osl=f["osl"], num_dataset_entries=1,
         streaming=True, seed=0))
     load = aiperf.plan(opts)
-    m = aiperf.metrics(*aiperf.run(load, cfg, f["engine"], cost), streaming=True)
-    out = {"ttft_ms": m["time_to_first_token"].get("avg"), "e2el_ms": m["request_latency"].get("avg"),
-           "output_throughput": m["output_token_throughput"]["avg"]}
-    itl = m["inter_token_latency"].get("avg")
-    if itl is not None:
-        out["tpot_ms"] = out["itl_ms"] = itl  # AIPerf's ITL is per request (latency - TTFT) / (OSL - 1)
-    return {k: v for k, v in out.items() if v is not None}
+    return aiperf.means(aiperf.metrics(*aiperf.run(load, cfg, f["engine"], cost), streaming=True))
 
 
 def _sglang_bench(f: dict, cfg: Any, cost: Any) -> dict[str, float]:
