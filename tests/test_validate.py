@@ -19,32 +19,68 @@ SAMPLE = Path(servesim.__file__).parent / "data" / "validate" / "sample.csv"
 
 def test_the_sample_scores_by_hand():
     # toy cost: a 100-token prompt alone is a 10 ms step (0.1 ms a token) giving the first token; 2 decode steps
-    # of 1 ms: TTFT 10 ms, TPOT 1 ms, E2EL 12 ms, whatever the client (concurrency 1: each request alone)
+    # of 1 ms: TTFT 10 ms, TPOT 1 ms, E2EL 12 ms, whatever the client (concurrency 1, or one request: each alone)
     report = score(read_points(SAMPLE))
-    assert report.rows == 5 and len(report.predicted) == 3
-    (bench, _, e1), (aiperf, _, e2), (gl, pred, e3) = report.predicted
-    assert (bench.fields["client"], aiperf.fields["client"], gl.fields["client"]) == ("vllm-bench", "aiperf",
-                                                                                     "guidellm")
+    assert report.rows == 7 and len(report.predicted) == 5
+    (bench, _, e1), (aiperf, _, e2), (gl, pred, e3), (ml, mp, e4), (ip, ipp, e5) = report.predicted
+    assert [p.fields["client"] for p in (bench, aiperf, gl, ml, ip)] == ["vllm-bench", "aiperf", "guidellm",
+                                                                          "mlperf", "inference-perf"]
     # measured 12.5, 1.25, 15: every error (10 - 12.5) / 12.5 = -20 %; AIPerf's measured 8, 1, 10: +25, 0, +20 %
     assert e1 == pytest.approx({"ttft_ms": -20.0, "tpot_ms": -20.0, "e2el_ms": -20.0})
-    assert e2 == pytest.approx({"ttft_ms": 25.0, "tpot_ms": 0.0, "e2el_ms": 20.0})
+    assert e2 == pytest.approx({"ttft_ms": 25.0, "tpot_ms": 0.0, "e2el_ms": 20.0}, abs=1e-9)
     # GuideLLM's TPOT counts the first token: 12 ms / 3 = 4 ms; measured 8, 5, 10: +25, -20, +20 %
     assert pred["tpot_ms"] == pytest.approx(4.0)
     assert e3 == pytest.approx({"ttft_ms": 25.0, "tpot_ms": -20.0, "e2el_ms": 20.0})
-    assert report.mape("ttft_ms") == pytest.approx(70 / 3) and report.signed("ttft_ms") == pytest.approx(10.0)
+    # MLPerf Server, one query at 0: LoadGen's integer-ns means 10 / 1 / 12 ms and 3 tokens over the 12 ms to
+    # completion, 250 tokens/s; measured 8, 1.25, 12: +25, -20, 0 %
+    assert mp == pytest.approx({"ttft_ms": 10.0, "tpot_ms": 1.0, "e2el_ms": 12.0, "output_throughput": 250.0})
+    assert e4 == pytest.approx({"ttft_ms": 25.0, "tpot_ms": -20.0, "e2el_ms": 0.0})
+    # inference-perf, one constant stage of one request: NTPOT = 12 ms / 3 tokens = 4 ms; measured 12.5, 1, 12, 5:
+    # -20, 0, 0, -20 %
+    assert ipp["ntpot_ms"] == pytest.approx(4.0) and ipp["output_throughput"] == pytest.approx(250.0)
+    assert e5 == pytest.approx({"ttft_ms": -20.0, "tpot_ms": 0.0, "e2el_ms": 0.0, "ntpot_ms": -20.0}, abs=1e-9)
+    # TTFT over the five: (20 + 25 + 25 + 25 + 20) / 5 = 23 %, signed (-20 + 25 + 25 + 25 - 20) / 5 = +7 %
+    assert report.mape("ttft_ms") == pytest.approx(23.0) and report.signed("ttft_ms") == pytest.approx(7.0)
     reasons = dict(report.out_of_reach)
-    assert reasons[5] == "client 'mlperf': validate takes vllm-bench, aiperf, sglang-bench and guidellm rows"
-    assert reasons[6].startswith("unknown model 'mystery-70b'")
+    assert reasons[7] == "warmup_requests: mlperf sends no warm-up"
+    assert reasons[8].startswith("unknown model 'mystery-70b'")
+
+
+def test_a_measured_metric_the_client_does_not_report_is_refused(tmp_path):
+    path = tmp_path / "m.csv"
+    path.write_text("model,gpu,engine,client,request_rate,isl,osl,num_requests,cost,ttft_ms,ntpot_ms\n"
+                    "llama-3-8b,h100-80gb,vllm,mlperf,0.5,100,3,1,toy,8,4\n")
+    report = score(read_points(path))
+    assert report.out_of_reach == [(2, "ntpot_ms: not a metric mlperf reports")]
+
+
+def test_the_json_format_scores_as_the_csv(tmp_path):
+    import polars as pl
+
+    rows = [{k: v for k, v in r.items() if v is not None} for r in pl.read_csv(SAMPLE).to_dicts()]
+    path = tmp_path / "points.json"
+    path.write_text(json.dumps({"points": rows}))
+    csv, js = score(read_points(SAMPLE)), score(read_points(path))
+    assert [e for _, _, e in js.predicted] == [e for _, _, e in csv.predicted]
+    assert [why for _, why in js.out_of_reach] == [why for _, why in csv.out_of_reach]
+    assert [line for line, _ in js.out_of_reach] == ["point 6", "point 7"]
+    path.write_text(json.dumps([{**rows[0], "isl": "ten"}]))
+    with pytest.raises(WorkloadError, match="points.json:point 1: isl: got 'ten'; expected an integer > 0"):
+        read_points(path)
+    path.write_text(json.dumps([{**rows[0], "colour": "red"}]))
+    with pytest.raises(WorkloadError, match="points.json:point 1: unknown key 'colour'"):
+        read_points(path)
 
 
 def test_validate_command_and_its_json(monkeypatch, capsys, tmp_path):
     code, out, err = cli(monkeypatch, capsys, "validate", str(SAMPLE), "--json", str(tmp_path / "v.json"))
     assert code == 0, err
-    assert "5 rows: 3 predicted, 2 out of reach" in out and "line 5: out of reach: client 'mlperf'" in out
+    assert "7 rows: 5 predicted, 2 out of reach" in out and "line 7: out of reach: warmup_requests: mlperf" in out
     doc = json.loads((tmp_path / "v.json").read_text())
-    assert (doc["rows"], doc["predicted"]) == (5, 3) and doc["ttft_mape"] == pytest.approx(70 / 3)
+    assert (doc["rows"], doc["predicted"]) == (7, 5) and doc["ttft_mape"] == pytest.approx(23.0)
     assert doc["groups"]["client"]["aiperf"]["ttft_mape"] == pytest.approx(25.0)
-    assert [r["line"] for r in doc["out_of_reach"]] == [5, 6] and doc["method"].startswith("no fitting")
+    assert doc["ntpot_mape"] == pytest.approx(20.0)
+    assert [r["line"] for r in doc["out_of_reach"]] == [7, 8] and doc["method"].startswith("no fitting")
 
 
 @pytest.mark.parametrize("text, words", [
@@ -128,9 +164,9 @@ def test_the_html_page(monkeypatch, capsys, tmp_path):
     assert code == 0, err
     assert f"wrote {tmp_path / 'v.html'}" in out
     page = (tmp_path / "v.html").read_text()
-    assert "5 rows: 3 predicted, 2 out of reach. ttft_ms MAPE 23.3 % (signed +10.0 %)" in page
-    assert page.count("<tr>") == 1 + 3  # the worst rows: a header and the three predicted rows
-    assert "<li>1 rows: validate takes vllm-bench, aiperf, sglang-bench and guidellm rows</li>" in page  # mlperf
+    assert "7 rows: 5 predicted, 2 out of reach. ttft_ms MAPE 23.0 % (signed +7.0 %)" in page
+    assert page.count("<tr>") == 1 + 5  # the worst rows: a header and the five predicted rows
+    assert "<li>1 rows: mlperf sends no warm-up</li>" in page
     assert "https://" not in page.split("<script")[0]  # offline: plotly is inlined, nothing fetched
 
 

@@ -90,7 +90,7 @@ def validate_cmd(
 def _points(sources: list[str], start: str, set_: list[str]) -> tuple[list, list]:
     """Every source's points, and the rows out of reach before simulating (line or file, reason)."""
     from servesim.validate.files import parse_set, run_files, run_points
-    from servesim.validate.rows import read_points
+    from servesim.validate.rows import is_points_json, read_points
 
     if "aic-silicon" in sources:
         if len(sources) > 1 or set_:
@@ -104,7 +104,7 @@ def _points(sources: list[str], start: str, set_: list[str]) -> tuple[list, list
     points, skipped, runs = [], [], []
     for source in sources:
         path = Path(source)
-        if path.suffix.lower() == ".csv":
+        if path.suffix.lower() == ".csv" or path.suffix.lower() == ".json" and is_points_json(path):
             if given:
                 raise ConfigError(f"--set fills the run files' deployment; {path} says it per row")
             points += read_points(path)

@@ -69,9 +69,11 @@ class Load:
     offsets: tuple  # per stage: its sends' times after its schedule starts
 
 
-def plan(opts: Any, samples: list) -> Load:
-    """The stages, their data and their send times (`--seed` for the generator)."""
-    config = _read(opts.config_file) if opts.config_file is not None else {}
+def plan(opts: Any, samples: list, config: dict | None = None) -> Load:
+    """The stages, their data and their send times (`--seed` for the generator); `config` a config file's
+    content already read (else `--config-file`'s)."""
+    if config is None:
+        config = _read(opts.config_file) if opts.config_file is not None else {}
     load = config.get("load", {})
     if opts.stages is not None and load.get("stages"):
         raise ConfigError("--stages and --config-file's load.stages: give one")

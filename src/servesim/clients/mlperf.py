@@ -9,7 +9,8 @@ How it sends:
 - `--scenario Offline`: every sample at 0 in one query: max(`--min-query-count`, 1.1 x min duration x target
   QPS) samples, rounded up to whole passes.
 Latencies count from the scheduled time. TTFT is the first token's; TPOT = (latency - TTFT) / (tokens - 1)
-(integer nanoseconds); a percentile is the sorted values' element floor(N p), no interpolation.
+(integer nanoseconds); a percentile is the sorted values' element floor(N p), no interpolation; a mean the
+integer division of the nanoseconds' sum by the samples (`ProcessLatencies`, `ProcessTokenLatencies`).
 
 The Server verdict (`results.cc`): VALID when the p99 TTFT and TPOT are within `--ttft-latency` /
 `--tpot-latency` (ms; `--mlperf-model` gives mlperf.conf's pair), the last query's scheduled time reached the
@@ -192,7 +193,10 @@ def metrics(result: Any, measured: np.ndarray, load: Load) -> dict[str, Any]:
     ttft_s, tpot_s = sorted(ttft), sorted(tpot)
     limits = (s["ttft_latency_ms"] * MS, s["tpot_latency_ms"] * MS)
     over = (sum(x > limits[0] for x in ttft), sum(x > limits[1] for x in tpot))
-    out |= {"completed_samples_per_second": (len(done) - 1) / done_at if done_at else 0.0,
+    n = max(len(done), 1)  # (LoadGen's means are integer divisions of int64 nanoseconds: `ProcessLatencies`)
+    out |= {"mean_latency_ns": sum(latency) // n, "mean_first_token_latency_ns": sum(ttft) // n,
+            "mean_time_per_output_token_ns": sum(tpot) // n,
+            "completed_samples_per_second": (len(done) - 1) / done_at if done_at else 0.0,
             "completed_tokens_per_second": tokens / done_at if done_at else 0.0,
             "ttft_p99_ns": percentile(ttft_s, 0.99), "tpot_p99_ns": percentile(tpot_s, 0.99),
             "latency_percentiles_ns": {f"{p * 100:.2f}": percentile(sorted(latency), p) for p in PERCENTILES},
@@ -229,6 +233,9 @@ def format_metrics(m: dict[str, Any]) -> str:
               f"  Min queries satisfied : {yes[m['min_queries_met']]}"]
     if m["scenario"] == "Server":
         lines += [f"  Early stopping satisfied: {yes[m['early_stopping_met']]}",
+                  f"Mean latency (ns)               : {m['mean_latency_ns']}",
+                  f"Mean First Token latency (ns)               : {m['mean_first_token_latency_ns']}",
                   f"99.00 percentile first token latency (ns)   : {m['ttft_p99_ns']}",
+                  f"Mean Time per Output Token (ns)               : {m['mean_time_per_output_token_ns']}",
                   f"99.00 percentile time to output token (ns)   : {m['tpot_p99_ns']}"]
     return "\n".join(lines)

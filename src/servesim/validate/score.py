@@ -6,7 +6,8 @@ its knobs, the cost model's constants from kernel measurements and datasheets); 
 after its warm-up, which it does not measure; each metric is the client's own definition (vllm bench serve's
 means: TTFT, TPOT = (e2el - ttft) / (n - 1), ITL token-weighted, E2EL, output tokens/s; AIPerf's: TTFT, ITL =
 (latency - TTFT) / (OSL - 1), request latency, output token throughput; sglang.bench_serving's means, its warm-up
-of one request before). The error is (predicted - measured) /
+of one request before; GuideLLM's; inference-perf's, NTPOT = latency / output tokens; MLPerf LoadGen's integer-ns
+means). A measured metric the client does not report puts the row out of reach. The error is (predicted - measured) /
 measured; MAPE its mean absolute value. A row servesim cannot express is counted out of reach, with the reason.
 """
 
@@ -97,9 +98,13 @@ def score(points: list[Point], progress=None, executor=None) -> Report:
 def predict_or_reason(p: Point) -> dict[str, float] | str:
     """The point's predictions, or why it is out of reach (a task for an executor: top level, picklable)."""
     try:
-        return predict(p)
+        out = predict(p)
     except ServesimError as exc:
         return str(exc)
+    lacking = [m for m in p.measured if m not in out]
+    if lacking:  # (a measured metric the client does not report is refused, not left unscored)
+        return f"{lacking[0]}: not a metric {p.fields['client']} reports"
+    return out
 
 
 def predict(p: Point) -> dict[str, float]:
@@ -138,9 +143,14 @@ def predict(p: Point) -> dict[str, float]:
         return _sglang_bench(f, cfg, cost)
     if f["client"] == "guidellm":
         return _guidellm(f, cfg, cost)
+    if f["client"] == "inference-perf":
+        return _inference_perf(f, cfg, cost)
+    if f["client"] == "mlperf":
+        return _mlperf(f, cfg, cost)
     from servesim.errors import ConfigError
 
-    raise ConfigError(f"client {f['client']!r}: validate takes vllm-bench, aiperf, sglang-bench and guidellm rows")
+    raise ConfigError(f"client {f['client']!r}: validate takes vllm-bench, aiperf, sglang-bench, guidellm, "
+                      "inference-perf and mlperf rows")
 
 
 def _vllm_bench(f: dict, cfg: Any, cost: Any) -> dict[str, float]:
@@ -231,3 +241,57 @@ def _guidellm(f: dict, cfg: Any, cost: Any) -> dict[str, float]:
     return {"ttft_ms": m["time_to_first_token_ms"]["mean"], "tpot_ms": m["time_per_output_token_ms"]["mean"],
             "itl_ms": m["inter_token_latency_ms"]["mean"], "e2el_ms": m["request_latency"]["mean"] * 1e3,
             "output_throughput": m["output_tokens_per_second"]}
+
+
+def _no_warmup(f: dict, client: str) -> None:
+    from servesim.errors import ConfigError
+
+    if f.get("warmup_requests"):
+        raise ConfigError(f"warmup_requests: {client} sends no warm-up")
+    if "concurrency" in f:
+        raise ConfigError(f"concurrency: {client}'s load is a rate (give request_rate)")
+
+
+def _inference_perf(f: dict, cfg: Any, cost: Any) -> dict[str, float]:
+    """inference-perf's: one `constant` stage at the row's rate lasting `num_requests / rate` (its count
+    `int(rate x duration)` the row's), `random` data at exactly `isl` and `osl` (std_dev 0); its run summary's
+    means (TTFT, TPOT = (last - first token) / (tokens - 1), ITL over every gap, request latency, NTPOT = latency
+    / output tokens; seconds, here ms) and output tokens per second. It has no warm-up."""
+    import math
+
+    from servesim.clients import inference_perf
+
+    _no_warmup(f, "inference-perf")
+    rate, n = f["request_rate"], f["num_requests"]
+    duration = n / rate
+    while int(rate * duration) < n:  # (n / rate x rate can round below n)
+        duration = math.nextafter(duration, math.inf)
+    data = {"type": "random", **{f"{side}_distribution": {"min": f[k], "max": f[k], "mean": f[k], "std_dev": 0}
+                                 for side, k in (("input", "isl"), ("output", "osl"))}}
+    opts = SimpleNamespace(config_file=None, stages=f"{rate!r}:{duration!r}", load_type="constant", seed=0)
+    load = inference_perf.plan(opts, [], config={"data": data})
+    result, stage_of = inference_perf.run(load, cfg, f["engine"], cost)
+    s = inference_perf.summarize(result, stage_of, load, None)["summary_lifecycle_metrics"]["successes"]
+    lat = s["latency"]
+    return {"ttft_ms": lat["time_to_first_token"]["mean"] * 1e3, "tpot_ms": lat["time_per_output_token"]["mean"] * 1e3,
+            "itl_ms": lat["inter_token_latency"]["mean"] * 1e3, "e2el_ms": lat["request_latency"]["mean"] * 1e3,
+            "ntpot_ms": lat["normalized_time_per_output_token"]["mean"] * 1e3,
+            "output_throughput": s["throughput"]["output_tokens_per_sec"]}
+
+
+def _mlperf(f: dict, cfg: Any, cost: Any) -> dict[str, float]:
+    """MLPerf LoadGen's Server scenario at the row's rate as target QPS: Poisson queries from 0, the row's count
+    as min query count with no min duration, one performance sample (identical requests); its summary's means
+    (`Mean First Token latency`, `Mean Time per Output Token`, `Mean latency`: integer ns) and completed tokens per
+    second. It has no warm-up."""
+    from servesim.clients import mlperf
+    from servesim.engine.request import Request
+
+    _no_warmup(f, "mlperf")
+    opts = SimpleNamespace(**{name: getattr(mlperf.MLPerfFlags, name) for name in mlperf.OWN} | dict(
+        scenario="Server", target_qps=f["request_rate"], min_duration_ms=0, min_query_count=f["num_requests"],
+        seed=0))
+    load = mlperf.plan(opts, [Request("s0", 0.0, f["isl"], f["osl"])])
+    m = mlperf.metrics(*mlperf.run(load, cfg, f["engine"], cost), load)
+    return {"ttft_ms": m["mean_first_token_latency_ns"] / 1e6, "tpot_ms": m["mean_time_per_output_token_ns"] / 1e6,
+            "e2el_ms": m["mean_latency_ns"] / 1e6, "output_throughput": m["completed_tokens_per_second"]}
