@@ -123,7 +123,8 @@ def test_aic_silicon_rows_as_deployments(tmp_path):
     # a closed loop of 16, one wave of warm-up, four measured; FP8 GEMMs as --quantization fp8
     assert (f["model"], f["gpu"], f["tp"], f["concurrency"], f["warmup_requests"], f["num_requests"],
             f["quantization"]) == ("qwen3-32b", "h100-80gb", 2, 16, 16, 64, "fp8")
-    assert points[0].measured == {"ttft_ms": 100.0, "tpot_ms": 10.0}
+    # and the mean E2E latency the means imply for 128-token requests: 100 + 127 x 10 = 1,370 ms
+    assert points[0].measured == {"ttft_ms": 100.0, "tpot_ms": 10.0, "e2el_ms": 1370.0}
     assert [why for _, why in out] == [
         "pd: disagg serving with a closed-loop client is not modelled yet",
         "moe: model deepseek-ai/DeepSeek-R1 is not a servesim model yet",

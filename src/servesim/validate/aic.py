@@ -2,7 +2,8 @@
 Apache-2.0, inside the `aiconfigurator-core` wheel: `pip install 'servesim[aic]'`), read as deployments.
 
 Each row is one point of a closed-loop concurrency sweep: `batch_size` requests in flight per engine, identical
-requests of `isl` input and `osl` output tokens, mean TTFT and TPOT measured. As servesim replays it: vllm bench
+requests of `isl` input and `osl` output tokens, mean TTFT and TPOT measured (and the mean E2E latency they
+imply, TTFT + (osl - 1) x TPOT, scored beside them). As servesim replays it: vllm bench
 serve's closed loop of `batch_size` (`--max-concurrency`) whose users start staggered, a C-th of a lone request's
 latency apart (a desynchronised stream; `--start together` keeps them in waves), the loop's first `batch_size`
 requests as warm-up (not measured), then 4 x `batch_size` (at least 8) measured; the engine's defaults for the
@@ -58,7 +59,11 @@ def read_silicon(path: Path | None = None, start: str = "staggered") -> tuple[li
                   "num_requests": max(MIN_MEASURED, MEASURED_WAVES * c), "warmup_requests": c, "id": row["id"]}
         if row["gemm_quant_mode"] == "fp8":
             fields["quantization"] = "fp8"
-        measured = {"ttft_ms": float(row["silicon_ttft_ms"]), "tpot_ms": float(row["silicon_tpot_ms"])}
+        ttft, tpot = float(row["silicon_ttft_ms"]), float(row["silicon_tpot_ms"])
+        # the mean E2E latency the two means imply: with every request `osl` tokens, each request's TPOT is
+        # (e2el - ttft) / (osl - 1), so mean e2el = mean ttft + (osl - 1) x mean tpot exactly; it scores the
+        # engine and cost model apart from how the client's waves split a request's life into TTFT and TPOT
+        measured = {"ttft_ms": ttft, "tpot_ms": tpot, "e2el_ms": ttft + (fields["osl"] - 1) * tpot}
         points.append(Point(line, fields, measured))
     return points, out
 
