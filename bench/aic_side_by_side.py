@@ -1,5 +1,5 @@
 """servesim beside AIConfigurator's own estimate on the same measured rows: `python -m bench.aic_side_by_side
-[--start staggered|together]` (needs `pip install 'servesim[aic]'`; about a minute).
+[--start staggered|together] [--cost roofline|aic]` (needs `pip install 'servesim[aic]'`; a few minutes).
 
 The rows are those `servesim validate aic-silicon` predicts; AIConfigurator's estimate of each is
 `bench.aic_estimate`'s (its own scoring of its file). Printed as the table of docs/accuracy.md: MAPE of TTFT and
@@ -24,9 +24,15 @@ def main() -> None:
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--start", default="staggered", choices=("staggered", "together"))
+    ap.add_argument("--cost", default="roofline", choices=("roofline", "aic"), help="servesim's cost model: the "
+                    "roofline, or its operators from AIConfigurator's measured tables (servesim.cost.aic)")
     args = ap.parse_args()
     raw = {r["id"]: r for r in pl.read_csv(silicon_csv(), infer_schema_length=0).iter_rows(named=True)}
     points, _ = read_silicon(start=args.start)
+    if args.cost != "roofline":
+        from dataclasses import replace
+
+        points = [replace(p, fields=p.fields | {"cost": args.cost}) for p in points]
     report = score(points)
     both, refused = [], Counter()
     for p, _, err in report.predicted:
@@ -38,7 +44,8 @@ def main() -> None:
         aic_err = {"ttft_ms": (aic[0] - m["ttft_ms"]) / m["ttft_ms"] * 100,
                    "tpot_ms": (aic[1] - m["tpot_ms"]) / m["tpot_ms"] * 100}
         both.append((p, err, aic_err))
-    print(f"{len(report.predicted)} rows servesim predicts ({args.start}); AIConfigurator estimates {len(both)}")
+    print(f"{len(report.predicted)} rows servesim predicts ({args.start}, {args.cost}); AIConfigurator estimates "
+          f"{len(both)}")
     print("| group | rows | TTFT servesim | TTFT AIConfigurator | TPOT servesim | TPOT AIConfigurator |")
     print("|---|---:|---:|---:|---:|---:|")
     _row("**all**", both)

@@ -35,6 +35,7 @@ ROOFLINE_OPTIONS = ("model", "gpu", "tp", "dtype", "quantization", "kv_cache_dty
 # The engine profile's options; `async_scheduling` is also the engine's (it is never refused).
 ENGINE_OPTIONS = ("engine", "enforce_eager", "distributed_executor_backend", "disable_custom_all_reduce",
                   "async_scheduling")
+AIC_OPTIONS = ("aic_backend_version",)  # the measured-kernel tier's (`--cost aic`, servesim.cost.aic)
 
 
 def _flag(name: str) -> str:
@@ -46,13 +47,16 @@ def build_cost(cost: CostModel | str = "auto", workload: object = None, default_
     """The cost model for `cost` and the options given (None: not given). See the module's docstring.
     `default_engine`: the roofline's engine preset when --engine is not given (the policy's engine: `sglang`
     under --policy sglang)."""
-    unknown = set(options) - set(TOY_OPTIONS) - set(ROOFLINE_OPTIONS) - set(ENGINE_OPTIONS)
+    unknown = set(options) - set(TOY_OPTIONS) - set(ROOFLINE_OPTIONS) - set(ENGINE_OPTIONS) - set(AIC_OPTIONS)
     if unknown:
         raise TypeError(f"build_cost: unknown options {sorted(unknown)}")
     toy = {k: v for k, v in options.items() if k in TOY_OPTIONS and v is not None}
     roof = {k: v for k, v in options.items() if k in ROOFLINE_OPTIONS and v is not None}
     engine = {k: v for k, v in options.items() if k in ENGINE_OPTIONS and v is not None}
     strict = {k: v for k, v in engine.items() if k != "async_scheduling"}  # refused where no host is modelled
+    aic = {k: v for k, v in options.items() if k in AIC_OPTIONS and v is not None}
+    if aic and cost != "aic":
+        raise ConfigError(f"{_flag(next(iter(aic)))}: an option of the measured-kernel tier; add --cost aic")
     if not isinstance(cost, str):
         _refuse(toy | roof | strict, f"the given {getattr(cost, 'name', 'cost')} cost model object")
         return cost
@@ -70,13 +74,14 @@ def build_cost(cost: CostModel | str = "auto", workload: object = None, default_
         _refuse(roof | strict, "the toy cost")
         return get_cost_model("toy", **toy)
     _refuse(toy, f"the {name} cost" if name in COST_MODELS else f"the profile {name}")
-    if name == "roofline":
+    if name in ("roofline", "aic"):
         from servesim.cost.host import get_engine
 
         preset = get_engine(engine.pop("engine", None) or default_engine, **engine)
-        return get_cost_model("roofline", model=roof.get("model", DEFAULT_MODEL), gpu=roof.get("gpu", DEFAULT_GPU),
+        more = {"backend_version": aic.get("aic_backend_version")} if name == "aic" else {}
+        return get_cost_model(name, model=roof.get("model", DEFAULT_MODEL), gpu=roof.get("gpu", DEFAULT_GPU),
                               tp=roof.get("tp", DEFAULT_TP), engine=preset, quantization=roof.get("quantization"),
-                              kv_cache_dtype=roof.get("kv_cache_dtype", "auto"))
+                              kv_cache_dtype=roof.get("kv_cache_dtype", "auto"), **more)
     _refuse(strict, f"the profile {name} (its step overhead is its own measured host time)"
             if name.endswith(PROFILE_SUFFIXES) else f"the {name} cost")
     if name not in COST_MODELS and name.endswith(PROFILE_SUFFIXES):

@@ -56,7 +56,10 @@ def cost(
     decodes: Annotated[int, typer.Option(help="Number of decoding requests (one new token each).")] = 0,
     context: Annotated[int, typer.Option(help="Context of each decoding request, in tokens.")] = 1024,
     cost_profile: Annotated[str | None, typer.Option(
-        "--cost", help="A calibrated profile PATH.json (`servesim calibrate`), not the defaults.")] = None,
+        "--cost", help="A calibrated profile PATH.json (`servesim calibrate`), not the defaults; or aic: each "
+        "operator from AIConfigurator's measured tables (servesim[aic]).")] = None,
+    aic_backend_version: Annotated[str | None, typer.Option(
+        help="--cost aic: the engine release whose tables price the step [default: the newest].")] = None,
     quantization: Annotated[str | None, typer.Option("--quantization", "-q", help="fp8: linear layers in FP8 at "
                                                      "the GPU's FP8 peak [default: none].")] = None,
     kv_cache_dtype: Annotated[str | None, typer.Option(help="auto | fp8 [default: auto].")] = None,
@@ -70,15 +73,19 @@ def cost(
                                                          "and the breakdown.")] = False,
 ) -> None:
     """Time of one step (milliseconds) on the roofline: the GPU's operators (all layers summed), the engine's host
-    work beside them, and which of the two bounds the step."""
+    work beside them, and which of the two bounds the step. With --cost aic each operator comes from
+    AIConfigurator's measured tables, and its column says the value's source (silicon: measured; mixed,
+    empirical: interpolated or transferred; roofline: servesim's own)."""
     from servesim.cost.calibrate import parse_prefill
 
     # The model and GPU first, so a misspelled name is reported (with the valid ones) before a missing step.
     from servesim.defaults import build_cost
 
-    if cost_profile is not None and not cost_profile.endswith((".json", ".toml")):
-        raise ConfigError(f"--cost {cost_profile}: expected a profile PATH.json or PATH.toml (`servesim calibrate`)")
+    if cost_profile is not None and cost_profile != "aic" and not cost_profile.endswith((".json", ".toml")):
+        raise ConfigError(f"--cost {cost_profile}: expected aic or a profile PATH.json or PATH.toml (`servesim "
+                          "calibrate`)")
     roof = build_cost(cost_profile or "roofline", model=model, gpu=gpu, tp=tp, quantization=quantization,
+                      aic_backend_version=aic_backend_version,
                       kv_cache_dtype=kv_cache_dtype, engine=engine,
                       enforce_eager=enforce_eager, distributed_executor_backend=distributed_executor_backend,
                       disable_custom_all_reduce=disable_custom_all_reduce, async_scheduling=async_scheduling)
@@ -100,16 +107,20 @@ def cost(
                 "distributed_executor_backend": e.distributed_executor_backend,
                 "disable_custom_all_reduce": e.disable_custom_all_reduce, "async_scheduling": e.async_scheduling},
             "num_tokens": shape.num_tokens, "num_decodes": shape.num_decodes,
+            **({"aic_database": dict(zip(("system", "backend", "version"), roof.database))}
+               if hasattr(roof, "database") else {}),
             "breakdown": [{"operator": p.name, "ms": p.seconds * 1e3, "bound": p.bound, "flops": p.flops,
                            "bytes": p.bytes} for p in parts],
         }, indent=2))
         return
+    measured = getattr(roof, "database", None)
     table = _table(f"{roof.model.name} on {roof.tp} x {roof.gpu.name}: {shape.num_tokens} tokens "
-                        f"({shape.num_decodes} decodes, {len(chunks)} prefill chunks)")
+                   f"({shape.num_decodes} decodes, {len(chunks)} prefill chunks)"
+                   + (f"; AIConfigurator's {' '.join(measured)} tables" if measured else ""))
     table.add_column("operator")
     table.add_column("ms", justify="right")
     table.add_column("share", justify="right")
-    table.add_column("bound")
+    table.add_column("source" if measured else "bound")
     gpu_total = sum(p.seconds for p in parts)
     for p in parts:
         table.add_row(p.name, f"{p.seconds * 1e3:.3f}", f"{p.seconds / gpu_total:.0%}", p.bound)

@@ -145,7 +145,10 @@ class SimOptions(*_client_flags(), *_engine_flags()):
     keep_failed: KeepFailedOpt = False
     # the cost model
     cost: Annotated[str, _opt("--cost", help="auto (toy for the lesson's workloads, else the roofline) | toy | unit "
-                                             "| roofline | a profile .json.")] = "auto"
+                                             "| roofline | aic (the roofline's operators from AIConfigurator's "
+                                             "measured tables, servesim[aic]) | a profile .json.")] = "auto"
+    aic_backend_version: Annotated[str | None, _opt("--aic-backend-version", help="--cost aic: the engine release "
+                                                    "whose tables price each step. Default: the newest.")] = None
     model: Annotated[str | None, _opt("--model", help="Roofline model (see `servesim models`) or PATH/config.json. "
                                                       "Default: llama-3-8b.")] = None
     gpu: Annotated[str | None, _opt("--gpu", help="Roofline GPU (see `servesim gpus`) or PATH.toml. Default: "
@@ -419,7 +422,7 @@ class SimOptions(*_client_flags(), *_engine_flags()):
                           overhead_ms=self.overhead_ms, engine=self.engine, enforce_eager=self.enforce_eager,
                           distributed_executor_backend=self.distributed_executor_backend,
                           disable_custom_all_reduce=self.disable_custom_all_reduce,
-                          async_scheduling=self.async_scheduling)
+                          async_scheduling=self.async_scheduling, aic_backend_version=self.aic_backend_version)
 
     def lesson_note(self, policy: str = "vllm") -> str | None:
         """What the lesson's settings set, for a lesson workload (None otherwise or when all were given)."""

@@ -34,6 +34,10 @@ def validate_cmd(
     frontend: Annotated[str | None, typer.Option("--frontend", help="Every row without its own: the path outside "
                                                  "the engine core, vllm | sglang | none (servesim.engine.frontend)."
                                                  )] = None,
+    cost: Annotated[str | None, typer.Option("--cost", help="Every row without its own: the cost model, roofline "
+                                             "(the default) | aic (each operator from AIConfigurator's measured "
+                                             "tables for the row's GPU, engine and release; servesim[aic]).")] =
+    None,
     executor: Executor = "local",
     workers: Workers = None,
     ray_address: RayAddress = None,
@@ -60,6 +64,12 @@ def validate_cmd(
         preset(frontend)  # (an unknown name: refused before anything runs)
         points = [p if "frontend" in p.fields else replace(p, fields=p.fields | {"frontend": frontend})
                   for p in points]
+    if cost is not None:
+        from dataclasses import replace
+
+        if cost not in ("roofline", "aic", "toy"):
+            raise ConfigError(f"--cost {cost}: expected roofline, aic or toy")
+        points = [p if "cost" in p.fields else replace(p, fields=p.fields | {"cost": cost}) for p in points]
     from servesim.cli.plan import PointsProgress
 
     with PointsProgress(len(points), "rows") as bar:

@@ -1,7 +1,8 @@
 """Cost models, chosen by name. Each gives a step's duration in seconds from its composition.
 
 `get_cost_model("roofline", model="llama-3-8b", gpu="h100-80gb", tp=1)` is the datasheet roofline;
-`get_cost_model("profile", path="fit.json")`, or simply `get_cost_model("fit.json")`, a calibrated one.
+`get_cost_model("profile", path="fit.json")`, or simply `get_cost_model("fit.json")`, a calibrated one;
+`get_cost_model("aic", ...)` the measured-kernel tier (`servesim.cost.aic`, the `servesim[aic]` extra).
 """
 
 from __future__ import annotations
@@ -16,7 +17,15 @@ from servesim.cost.simple import ToyCost, UnitCost
 from servesim.cost.specs import GpuSpec, ModelSpec, load_gpu, load_model
 from servesim.errors import ConfigError
 
+
+def _aic(**params) -> CostModel:
+    from servesim.cost.aic import AicKernels  # (aiconfigurator-core is imported only when asked for)
+
+    return AicKernels(**params)
+
+
 COST_MODELS: dict[str, Callable[..., CostModel]] = {
+    "aic": _aic,
     "toy": ToyCost,
     "unit": UnitCost,
     "roofline": Roofline,

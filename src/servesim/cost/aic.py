@@ -1,0 +1,242 @@
+"""The measured-kernel tier (`--cost aic`): each operator's latency from AIConfigurator's measured database.
+
+AIConfigurator (`aiconfigurator-core`, Apache-2.0; the `servesim[aic]` extra, Python >= 3.11) ships per-operator
+latencies collected on real GPUs per engine release: GEMMs by (m, n, k, quantization), context and generation
+attention, custom all-reduce, elementwise kernels. This tier prices a step's operators through its per-operator
+API (`EngineHandle.for_database(...).evaluate_ops_json`, aiconfigurator-core 0.12.0), not its whole-deployment
+estimator: servesim's scheduler decides the step, this tier times it, servesim's engine profile adds the host
+(`servesim.cost.host`), as the roofline does. Per step (T tokens, S of them sampled):
+
+- per layer, as AIConfigurator describes a dense Llama-style model (`sdk/models/llama.py`): two add+norm
+  kernels, the QKV, output, gate/up and down GEMMs, the activation, and with TP > 1 two custom all-reduces of
+  the hidden states; per step the embedding and its all-reduce; all at T tokens, memoised per T;
+- the LM head GEMM at S tokens (16-bit, as vLLM keeps it) and, priced by the roofline, the sampler;
+- context attention per prefill chunk (t new tokens over c cached: `s` = c + t, `prefix` = c), memoised per
+  (t, c); generation attention for the step's decodes at their mean KV length, memoised per (n, length);
+- a MoE model's experts by the roofline (no MoE operator is mapped yet), said in the provenance.
+
+`provenance` counts, per operator, the distinct shapes priced by each source the database names (`silicon`:
+measured; `mixed`, `empirical`: interpolated or transferred from measured rows; `sol`: its speed-of-light
+fallback; `roofline`: servesim's own), and `database` says which table set (system, engine, version).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import Counter, defaultdict
+
+from servesim.cost.base import StepShape
+from servesim.cost.host import EngineProfile
+from servesim.cost.roofline import OpCost, Roofline
+from servesim.errors import ConfigError
+
+# servesim's GPU files -> AIConfigurator's systems (the ones servesim has a GPU file for)
+SYSTEMS = {"h100-80gb": "h100_sxm", "h200": "h200_sxm", "a100-80gb": "a100_sxm"}
+BACKENDS = {"vllm": "vllm", "sglang": "sglang", "trtllm": "trtllm"}  # an engine preset's family -> its tables
+_EMPTY = StepShape((), (), (), 0)
+# Per process: one engine handle per table set, and every value asked of it (an operator list's JSON and a shape
+# -> seconds and each operator's source), shared by the cost models of many deployments (validate's rows).
+_HANDLES: dict[tuple[str, str, str], object] = {}
+_VALUES: dict[tuple, tuple[float, tuple[tuple[str, str], ...]]] = {}
+
+
+def _library():
+    try:
+        import logging
+
+        from aiconfigurator_core.sdk import common, perf_database
+        from aiconfigurator_core.sdk import operations as ops
+        from aiconfigurator_core.sdk.engine import EngineHandle, build_ops_json
+    except ImportError:
+        raise ConfigError("--cost aic needs aiconfigurator-core (AIConfigurator's measured kernels, Python >= "
+                          "3.11): pip install 'servesim[aic]'") from None
+    logging.getLogger("aiconfigurator_core").setLevel(logging.ERROR)  # (its notes on each table's fallbacks)
+    return common, perf_database, ops, EngineHandle, build_ops_json
+
+
+@functools.cache
+def database_for(gpu: str, engine: str, version: str | None = None) -> tuple[str, str, str]:
+    """(system, backend, version) of the tables for a servesim GPU and engine family; the newest version where
+    `version` is None or has no queryable tables (aiconfigurator-core 0.12 serves its "current" and "next" slots,
+    e.g. vLLM 0.24.0 on an H100), as AIConfigurator's own scoring of its file falls back
+    (`predict_silicon_sample.py`)."""
+    _, pdb, _, handle_cls, _ = _library()
+    if gpu not in SYSTEMS:
+        raise ConfigError(f"--cost aic: no AIConfigurator tables mapped for GPU {gpu}; expected one of "
+                          f"{', '.join(SYSTEMS)}")
+    if engine not in BACKENDS:
+        raise ConfigError(f"--cost aic: no AIConfigurator tables for engine {engine}; expected vllm, sglang or trtllm")
+    system, backend = SYSTEMS[gpu], BACKENDS[engine]
+    if version is not None and _load(system, backend, version, pdb, handle_cls) is not None:
+        return system, backend, version
+    latest = pdb.get_latest_database_version(system=system, backend=backend)
+    if latest is None or _load(system, backend, latest, pdb, handle_cls) is None:
+        raise ConfigError(f"--cost aic: AIConfigurator has no {backend} tables for {system}")
+    return system, backend, latest
+
+
+def _load(system: str, backend: str, version: str, pdb, handle_cls) -> object | None:
+    """The engine handle on one table set (once per process), or None where the library has none."""
+    key = (system, backend, version)
+    if key not in _HANDLES:
+        try:
+            db = pdb.get_database_view(system, backend, version, allow_missing_data=False, database_mode="SILICON",
+                                       transfer_policy=None)
+        except (ValueError, FileNotFoundError, KeyError):
+            db = None
+        _HANDLES[key] = None if db is None else handle_cls.for_database(db)
+    return _HANDLES[key]
+
+
+class AicKernels(Roofline):
+    """A step's operators timed by AIConfigurator's measured tables; the rest of the roofline (memory, KV
+    capacity, the engine's host model) unchanged."""
+
+    __slots__ = ("database", "provenance", "_handle", "_json", "_memo", "_build_ops_json")
+
+    def __init__(self, model: str = "llama-3-8b", gpu: str = "h100-80gb", tp: int = 1,
+                 engine: EngineProfile | None = None, quantization: str | None = None, kv_cache_dtype: str = "auto",
+                 backend_version: str | None = None) -> None:
+        super().__init__(model, gpu, tp, engine=engine, quantization=quantization, kv_cache_dtype=kv_cache_dtype)
+        common, pdb, ops, handle_cls, self._build_ops_json = _library()
+        family = (engine.name if engine is not None else "vllm").split("-")[0]
+        self.database = database_for(self.gpu.name, family, backend_version)
+        self._handle = _HANDLES[self.database]
+        self.name = f"aic ({' '.join(self.database)})"  # (results record it as their cost_model: the tables used)
+        self.provenance: dict[str, Counter] = defaultdict(Counter)
+        self._memo: dict[tuple, float] = {}
+        self._json = self._ops(common, ops)
+
+    def _ops(self, common, ops) -> dict[str, str]:
+        """The operator lists, in AIConfigurator's terms (`sdk/models/llama.py`), one JSON each."""
+        m, tp = self.model, self.tp
+        h, hd, L = m.hidden_size, m.head_dim, m.num_hidden_layers
+        heads, kv = m.num_attention_heads // tp, max(1, m.num_key_value_heads // tp)
+        inter, vocab = m.intermediate_size // tp, -(-m.vocab_size // tp)
+        gq = common.GEMMQuantMode.fp8 if self.quantization == "fp8" else common.GEMMQuantMode.bfloat16
+        fp8_kv = self.kv_cache_dtype.startswith("fp8")
+        kvq = common.KVCacheQuantMode.fp8 if fp8_kv else common.KVCacheQuantMode.bfloat16
+        fmha = common.FMHAQuantMode.fp8 if fp8_kv else common.FMHAQuantMode.bfloat16
+        up = inter * (2 if m.gated_mlp else 1)
+        dense = [ops.Embedding("embedding", 1, vocab, h, 0.3),
+                 ops.ElementWise("add_norm_1", L, 2 * h, 2 * h, 0.8),
+                 ops.GEMM("qkv_proj", L, (heads + 2 * kv) * hd, h, gq),
+                 ops.GEMM("o_proj", L, h, heads * hd, gq, low_precision_input=True),
+                 ops.ElementWise("add_norm_2", L, 2 * h, 2 * h, 0.8)]
+        if not m.num_local_experts:
+            dense += [ops.GEMM("gate_up_proj", L, up, h, gq),
+                      ops.ElementWise("act_and_mul", L, up, inter, 0.8),
+                      ops.GEMM("down_proj", L, h, inter, gq, low_precision_input=True)]
+        if tp > 1:
+            dense += [ops.CustomAllReduce("all_reduce", 2 * L + 1, h, tp)]
+        return {"dense": self._build_ops_json(dense),
+                "lm_head": self._build_ops_json([ops.GEMM("lm_head", 1, vocab, h, common.GEMMQuantMode.bfloat16)]),
+                "context": self._build_ops_json([ops.ContextAttention("attention (prefill)", L, heads, kv, kvq, fmha,
+                                                                      head_size=hd)]),
+                "generation": self._build_ops_json([ops.GenerationAttention("attention (decode)", L, heads, kv, kvq,
+                                                                            head_size=hd)])}
+
+    def _check_finite(self) -> None:
+        """(The roofline probes a step of 2^30 tokens at build; the tables are checked per value instead.)"""
+
+    def _value(self, key: tuple, which: str, is_context: bool, batch: int, s: int, prefix: int = 0) -> float:
+        """Seconds of one operator list at one shape, from the tables (memoised; each new shape's sources
+        counted in `provenance`)."""
+        t = self._memo.get(key)
+        if t is None:
+            shared = (self.database, self._json[which], is_context, batch, s, prefix)
+            hit = _VALUES.get(shared)
+            if hit is None:
+                rows = self._handle.evaluate_ops_json(self._json[which], is_context=is_context, batch_size=batch,
+                                                      s=s, prefix=prefix)
+                for name, ms, _energy, _source in rows:
+                    if not (ms >= 0 and ms < float("inf")):
+                        raise ConfigError(f"--cost aic: {name} at {which} shape {key[1:]}: the tables gave {ms} ms")
+                hit = _VALUES[shared] = (sum(r[1] for r in rows) * 1e-3, tuple((r[0], r[3]) for r in rows))
+            t = self._memo[key] = hit[0]
+            for name, source in hit[1]:
+                self.provenance[name][source] += 1
+        return t
+
+    def _fixed(self, tokens: int, sampled: int) -> float:
+        t = self._value(("dense", tokens), "dense", True, 1, tokens)
+        if self._moe is not None:
+            t += self._moe_time(tokens)
+            self.provenance["experts"]["roofline"] += ("moe", tokens) not in self._memo
+            self._memo[("moe", tokens)] = 0.0
+        if sampled:
+            t += self._value(("lm_head", sampled), "lm_head", True, 1, sampled)
+            t += self._sampler_bytes * sampled * self._m + self._kl  # the sampler, by the roofline
+        return t
+
+    def _attention(self, chunks: list[tuple[int, int]], decodes: int, kv_sum: int) -> float:
+        t = 0.0
+        for q, c in chunks:
+            t += self._value(("context", q, c), "context", True, 1, c + q, c)
+        if decodes:
+            kv = max(1, round(kv_sum / decodes))
+            t += self._value(("generation", decodes, kv), "generation", False, decodes, kv)
+        return t
+
+    def step_time_with_decodes(self, num_decodes: int, decode_context_sum: int, shape: StepShape,
+                               device_only: bool = False) -> float:
+        """As `Roofline.step_time_with_decodes`, each operator from the tables (the decodes' KV lengths enter
+        through their mean)."""
+        chunks, dq, kv_sum = [], num_decodes, decode_context_sum + num_decodes
+        for q, c, dec in zip(shape.num_new_tokens, shape.num_context_tokens, shape.is_decode):
+            if dec:
+                dq += q
+                kv_sum += c + q
+            else:
+                chunks.append((q, c))
+        tokens = dq + sum(q for q, _ in chunks)
+        hm = self._host
+        if tokens == 0:
+            return 0.0 if hm is None or device_only else hm[0]
+        device = self._fixed(tokens, num_decodes + shape.num_sampled) + self._attention(chunks, dq, kv_sum)
+        if hm is None or device_only:
+            return device
+        fixed, per_seq, launch, overlap = hm
+        host = fixed + per_seq * (num_decodes + len(shape.num_new_tokens))
+        if launch:
+            issue = launch * self.num_kernels(bool(chunks) + bool(dq), num_decodes + shape.num_sampled > 0)
+            if issue > device:
+                device = issue
+        if overlap:
+            return host if host > device else device
+        return host + device
+
+    def decode_stretch(self, n: int, context_sum: int, k: int) -> list[float]:
+        """k decode-only steps, each exactly as `step_time_with_decodes` prices it (the fast path = step by
+        step)."""
+        return [self.step_time_with_decodes(n, context_sum + i * n, _EMPTY) for i in range(k)]
+
+    def breakdown(self, shape: StepShape) -> list[OpCost]:
+        """Per operator, from the tables (its bound column: the source of the value)."""
+        chunks = [(q, c) for q, c, d in zip(shape.num_new_tokens, shape.num_context_tokens, shape.is_decode)
+                  if not d]
+        dq = shape.num_decodes
+        kv_sum = sum(c + q for q, c, d in zip(shape.num_new_tokens, shape.num_context_tokens, shape.is_decode) if d)
+        tokens = shape.num_tokens
+        out: list[OpCost] = []
+        if not tokens:
+            return out
+        lists = [("dense", True, 1, tokens, 0)] + [("context", True, 1, c + q, c) for q, c in chunks]
+        if dq:
+            lists.append(("generation", False, dq, max(1, round(kv_sum / dq)), 0))
+        if shape.num_sampled:
+            lists.append(("lm_head", True, 1, shape.num_sampled, 0))
+        for which, is_context, batch, s, prefix in lists:
+            for name, ms, _e, source in self._handle.evaluate_ops_json(self._json[which], is_context=is_context,
+                                                                       batch_size=batch, s=s, prefix=prefix):
+                out.append(OpCost(name, ms * 1e-3, source))
+        if self._moe is not None:
+            out.append(OpCost("experts (roofline)", self._moe_time(tokens), "roofline"))
+        if shape.num_sampled:
+            out.append(OpCost("sampler (roofline)", self._sampler_bytes * shape.num_sampled * self._m + self._kl,
+                              "roofline"))
+        merged: dict[str, OpCost] = {}
+        for op in out:  # (several prefill chunks: one line)
+            prev = merged.get(op.name)
+            merged[op.name] = op if prev is None else OpCost(op.name, prev.seconds + op.seconds, prev.bound)
+        return list(merged.values())
