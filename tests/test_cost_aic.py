@@ -43,8 +43,12 @@ def _library_step(tp: int, tokens: int, sampled: int, chunks, decodes: int, kv_l
     def ms(op_list, **kw):
         return sum(r[1] for r in h.evaluate_ops_json(build_ops_json(op_list), **kw))
 
-    total = ms(dense, is_context=True, batch_size=1, s=tokens)
-    total += ms([ops.GEMM("lm", 1, VOCAB // tp, H, bf16)], is_context=True, batch_size=1, s=sampled)
+    def at(op_list, m, lo, hi):  # the token-count lists: the tables at the powers of two around m, linear between
+        a, b = (ms(op_list, is_context=True, batch_size=1, s=x) for x in (lo, hi))
+        return a + (b - a) * (m - lo) / (hi - lo)
+
+    total = at(dense, tokens, 512, 1024)  # (tokens: 516)
+    total += at([ops.GEMM("lm", 1, VOCAB // tp, H, bf16)], sampled, 4, 8)  # (sampled: 5)
     kvq, fmha = common.KVCacheQuantMode.bfloat16, common.FMHAQuantMode.bfloat16
     for q, c in chunks:
         total += ms([ops.ContextAttention("ca", L, heads, kv, kvq, fmha, head_size=HD)], is_context=True,
@@ -55,6 +59,8 @@ def _library_step(tp: int, tokens: int, sampled: int, chunks, decodes: int, kv_l
 
 
 def test_a_step_is_the_librarys_own_operator_answers_plus_host():
+    # the token-count lists at 516 tokens: 512's answer + 4/512 of the way to 1,024's; the LM head at 5 sampled:
+    # 4's + 1/4 of the way to 8's; the attention lists at their own shapes
     from servesim.cost.aic import AicKernels
 
     engine = get_engine("vllm-0.13")  # async scheduling off: the host's work in series with the GPU's
@@ -104,3 +110,20 @@ def test_the_newest_tables_where_the_release_has_none_and_what_is_refused(monkey
     doc = json.loads(out)
     assert doc["aic_database"] == {"system": "h100_sxm", "backend": "vllm", "version": "0.24.0"}
     assert {p["operator"]: p["bound"] for p in doc["breakdown"]}["qkv_proj"] == "silicon"
+
+
+def test_an_operator_the_tables_lack_is_the_rooflines_and_said():
+    from servesim.cost.aic import AicKernels
+    from servesim.cost.roofline import Roofline
+
+    # vLLM 0.24.0's H100 tables have no context attention with an FP8 KV cache (FP8 FMHA): the roofline prices
+    # that operator, the rest stays measured
+    kw = dict(model="llama-3-8b", gpu="h100-80gb", tp=1, engine=get_engine("vllm-0.33"), kv_cache_dtype="fp8")
+    cost, roof = AicKernels(backend_version="0.24.0", **kw), Roofline(**kw)
+    shape = StepShape.of([], [(512, 0)])
+    ops = {op.name: op for op in cost.breakdown(shape)}
+    assert ops["context (roofline)"].bound == "roofline" and ops["qkv_proj"].bound == "silicon"
+    assert "context attention data missing" in cost.fallbacks["context"]
+    # one chunk alone: the roofline's own prefill attention for it
+    attn = {op.name: op for op in roof.breakdown(shape)}["attention (prefill)"].seconds
+    assert ops["context (roofline)"].seconds == pytest.approx(attn, rel=1e-12)

@@ -120,9 +120,10 @@ def test_aic_silicon_rows_as_deployments(tmp_path):
     points, out = read_silicon(tmp_path / "s.csv")
     assert [p.fields["id"] for p in points] == ["ok"]
     f = points[0].fields
-    # a closed loop of 16, one wave of warm-up, four measured; FP8 GEMMs as --quantization fp8
+    # a closed loop of 16, one wave of warm-up, four measured; FP8 GEMMs as --quantization fp8 and, the row's
+    # precision being AIConfigurator's fp8 profile (FP8 GEMMs and KV cache), --kv-cache-dtype fp8
     assert (f["model"], f["gpu"], f["tp"], f["concurrency"], f["warmup_requests"], f["num_requests"],
-            f["quantization"]) == ("qwen3-32b", "h100-80gb", 2, 16, 16, 64, "fp8")
+            f["quantization"], f["kv_cache_dtype"]) == ("qwen3-32b", "h100-80gb", 2, 16, 16, 64, "fp8", "fp8")
     # and the mean E2E latency the means imply for 128-token requests: 100 + 127 x 10 = 1,370 ms
     assert points[0].measured == {"ttft_ms": 100.0, "tpot_ms": 10.0, "e2el_ms": 1370.0}
     assert [why for _, why in out] == [

@@ -107,8 +107,8 @@ def cost(
                 "distributed_executor_backend": e.distributed_executor_backend,
                 "disable_custom_all_reduce": e.disable_custom_all_reduce, "async_scheduling": e.async_scheduling},
             "num_tokens": shape.num_tokens, "num_decodes": shape.num_decodes,
-            **({"aic_database": dict(zip(("system", "backend", "version"), roof.database))}
-               if hasattr(roof, "database") else {}),
+            **({"aic_database": dict(zip(("system", "backend", "version"), roof.database)),
+                "aic_fallbacks": roof.fallbacks} if hasattr(roof, "database") else {}),
             "breakdown": [{"operator": p.name, "ms": p.seconds * 1e3, "bound": p.bound, "flops": p.flops,
                            "bytes": p.bytes} for p in parts],
         }, indent=2))
@@ -135,6 +135,8 @@ def cost(
     table.add_row(f"host ({e.name})", f"{host * 1e3:.3f}", "", how)
     table.add_row("step (wall)", f"{total * 1e3:.3f}", "", f"{bound}-bound", style="bold")
     _console().print(table)
+    for which, why in (getattr(roof, "fallbacks", None) or {}).items():
+        print(f"note: {which}: priced by the roofline, the tables have none ({why})")
 
 
 def _split(roof, shape: StepShape) -> tuple[float, float, float, str]:

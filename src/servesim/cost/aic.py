@@ -9,11 +9,14 @@ estimator: servesim's scheduler decides the step, this tier times it, servesim's
 
 - per layer, as AIConfigurator describes a dense Llama-style model (`sdk/models/llama.py`): two add+norm
   kernels, the QKV, output, gate/up and down GEMMs, the activation, and with TP > 1 two custom all-reduces of
-  the hidden states; per step the embedding and its all-reduce; all at T tokens, memoised per T;
-- the LM head GEMM at S tokens (16-bit, as vLLM keeps it) and, priced by the roofline, the sampler;
+  the hidden states; per step the embedding and its all-reduce; all at T tokens: the tables at the powers of two
+  around T, linear in between (the library's own interpolation is not monotone in T for FP8 GEMMs);
+- the LM head GEMM at S tokens, the same way (16-bit, as vLLM keeps it) and, priced by the roofline, the sampler;
 - context attention per prefill chunk (t new tokens over c cached: `s` = c + t, `prefix` = c), memoised per
   (t, c); generation attention for the step's decodes at their mean KV length, memoised per (n, length);
-- a MoE model's experts by the roofline (no MoE operator is mapped yet), said in the provenance.
+- a MoE model's experts by the roofline (no MoE operator is mapped yet), said in the provenance;
+- an operator list the tables have no row for (vLLM's FP8-KV context attention on an H100, in 0.24.0's) by the
+  roofline, the library's reason kept in `fallbacks` and said by `servesim cost`.
 
 `provenance` counts, per operator, the distinct shapes priced by each source the database names (`silicon`:
 measured; `mixed`, `empirical`: interpolated or transferred from measured rows; `sol`: its speed-of-light
@@ -92,7 +95,7 @@ class AicKernels(Roofline):
     """A step's operators timed by AIConfigurator's measured tables; the rest of the roofline (memory, KV
     capacity, the engine's host model) unchanged."""
 
-    __slots__ = ("database", "provenance", "_handle", "_json", "_memo", "_build_ops_json")
+    __slots__ = ("database", "provenance", "fallbacks", "_handle", "_json", "_memo", "_build_ops_json")
 
     def __init__(self, model: str = "llama-3-8b", gpu: str = "h100-80gb", tp: int = 1,
                  engine: EngineProfile | None = None, quantization: str | None = None, kv_cache_dtype: str = "auto",
@@ -104,6 +107,7 @@ class AicKernels(Roofline):
         self._handle = _HANDLES[self.database]
         self.name = f"aic ({' '.join(self.database)})"  # (results record it as their cost_model: the tables used)
         self.provenance: dict[str, Counter] = defaultdict(Counter)
+        self.fallbacks: dict[str, str] = {}  # operator list -> why the tables could not price it (the roofline did)
         self._memo: dict[tuple, float] = {}
         self._json = self._ops(common, ops)
 
@@ -141,31 +145,82 @@ class AicKernels(Roofline):
 
     def _value(self, key: tuple, which: str, is_context: bool, batch: int, s: int, prefix: int = 0) -> float:
         """Seconds of one operator list at one shape, from the tables (memoised; each new shape's sources
-        counted in `provenance`)."""
+        counted in `provenance`); where the tables have no row for it, the roofline's, said in `fallbacks`."""
         t = self._memo.get(key)
         if t is None:
             shared = (self.database, self._json[which], is_context, batch, s, prefix)
             hit = _VALUES.get(shared)
             if hit is None:
-                rows = self._handle.evaluate_ops_json(self._json[which], is_context=is_context, batch_size=batch,
-                                                      s=s, prefix=prefix)
-                for name, ms, _energy, _source in rows:
-                    if not (ms >= 0 and ms < float("inf")):
-                        raise ConfigError(f"--cost aic: {name} at {which} shape {key[1:]}: the tables gave {ms} ms")
-                hit = _VALUES[shared] = (sum(r[1] for r in rows) * 1e-3, tuple((r[0], r[3]) for r in rows))
+                rows = self._rows(key, which, is_context, batch, s, prefix)
+                hit = _VALUES[shared] = (sum(r[1] for r in rows) * 1e-3, tuple((r[0], r[2]) for r in rows))
             t = self._memo[key] = hit[0]
             for name, source in hit[1]:
                 self.provenance[name][source] += 1
         return t
 
+    def _rows(self, key: tuple, which: str, is_context: bool, batch: int, s: int, prefix: int) -> list[tuple]:
+        """[(operator, ms, source)] of one operator list at one shape: the tables', or the roofline's where they
+        have no row for it (the reason kept in `fallbacks`)."""
+        try:
+            rows = [(name, ms, source) for name, ms, _energy, source in self._handle.evaluate_ops_json(
+                self._json[which], is_context=is_context, batch_size=batch, s=s, prefix=prefix)]
+        except Exception as exc:  # noqa: BLE001 - the library's "no data" errors (PerfDataNotAvailableError)
+            self.fallbacks.setdefault(which, str(exc).splitlines()[0][:240])
+            rows = [(f"{which} (roofline)", self._roofline(key) * 1e3, "roofline")]
+        for name, ms, _source in rows:
+            if not (ms >= 0 and ms < float("inf")):
+                raise ConfigError(f"--cost aic: {name} at {which} shape {key[1:]}: the tables gave {ms} ms")
+        return rows
+
+    def _roofline(self, key: tuple) -> float:
+        """The roofline's seconds for one operator list the tables lack (`key` as `_value`'s)."""
+        which, L = key[0], self._L
+        if which == "dense":
+            return Roofline._fixed(self, key[1], 0) - (self._moe_time(key[1]) if self._moe is not None else 0.0)
+        if which == "lm_head":
+            fc, fm = self._gemm(key[1], *self._lm, quantized=False)
+            return max(fc, fm) + self._kl
+        if which == "context":
+            q, c = key[1], key[2]
+            cp, per_q, floor, mem = self._ap
+            fc = self._attn_flops * (q * c + q * (q + 1) // 2) * cp + per_q * q
+            fm = (self._attn_bytes_kv * (c + q) + self._attn_bytes_q * q) * mem
+            return L * (max(fc, fm) + floor)
+        n, kv = key[1], key[2]
+        cp, mem, floor = self._ad
+        fc, fm = self._attn_flops * n * kv * cp, (self._attn_bytes_kv * n * kv + self._attn_bytes_q * n) * mem
+        return L * (max(fc, fm) + floor)
+
+    def _by_count(self, which: str, m: int) -> float:
+        """An operator list whose cost depends on the token count alone (the GEMMs, elementwise kernels and
+        all-reduces; the LM head), at m tokens: the tables at the powers of two around m, linear in between. (The
+        library's own interpolation between its measured sizes is not monotone for FP8 GEMMs: in
+        aiconfigurator-core 0.12.0 a Llama-3.1-70B FP8 step on an H200 costs more at 513 tokens than at 1,024.)"""
+        lo = 1 << (m.bit_length() - 1)
+        t_lo = self._value((which, lo), which, True, 1, lo)
+        if lo == m:
+            return t_lo
+        hi = lo << 1
+        return t_lo + (self._value((which, hi), which, True, 1, hi) - t_lo) * (m - lo) / (hi - lo)
+
+    def _count_rows(self, which: str, m: int) -> list[OpCost]:
+        """`_by_count`'s interpolation, operator by operator (the breakdown)."""
+        lo = 1 << (m.bit_length() - 1)
+        rows = self._rows((which, lo), which, True, 1, lo, 0)
+        if lo == m:
+            return [OpCost(name, ms * 1e-3, source) for name, ms, source in rows]
+        hi, f = lo << 1, (m - lo) / lo
+        upper = self._rows((which, lo << 1), which, True, 1, hi, 0)
+        return [OpCost(name, (a + (b - a) * f) * 1e-3, source) for (name, a, source), (_, b, _) in zip(rows, upper)]
+
     def _fixed(self, tokens: int, sampled: int) -> float:
-        t = self._value(("dense", tokens), "dense", True, 1, tokens)
+        t = self._by_count("dense", tokens)
         if self._moe is not None:
             t += self._moe_time(tokens)
             self.provenance["experts"]["roofline"] += ("moe", tokens) not in self._memo
             self._memo[("moe", tokens)] = 0.0
         if sampled:
-            t += self._value(("lm_head", sampled), "lm_head", True, 1, sampled)
+            t += self._by_count("lm_head", sampled)
             t += self._sampler_bytes * sampled * self._m + self._kl  # the sampler, by the roofline
         return t
 
@@ -221,15 +276,16 @@ class AicKernels(Roofline):
         out: list[OpCost] = []
         if not tokens:
             return out
-        lists = [("dense", True, 1, tokens, 0)] + [("context", True, 1, c + q, c) for q, c in chunks]
+        out += self._count_rows("dense", tokens)
+        lists = [(("context", q, c), True, 1, c + q, c) for q, c in chunks]
         if dq:
-            lists.append(("generation", False, dq, max(1, round(kv_sum / dq)), 0))
-        if shape.num_sampled:
-            lists.append(("lm_head", True, 1, shape.num_sampled, 0))
-        for which, is_context, batch, s, prefix in lists:
-            for name, ms, _e, source in self._handle.evaluate_ops_json(self._json[which], is_context=is_context,
-                                                                       batch_size=batch, s=s, prefix=prefix):
+            kv = max(1, round(kv_sum / dq))
+            lists.append((("generation", dq, kv), False, dq, kv, 0))
+        for key, is_context, batch, s, prefix in lists:
+            for name, ms, source in self._rows(key, key[0], is_context, batch, s, prefix):
                 out.append(OpCost(name, ms * 1e-3, source))
+        if shape.num_sampled:
+            out += self._count_rows("lm_head", shape.num_sampled)
         if self._moe is not None:
             out.append(OpCost("experts (roofline)", self._moe_time(tokens), "roofline"))
         if shape.num_sampled:

@@ -59,6 +59,8 @@ def read_silicon(path: Path | None = None, start: str = "staggered") -> tuple[li
                   "num_requests": max(MIN_MEASURED, MEASURED_WAVES * c), "warmup_requests": c, "id": row["id"]}
         if row["gemm_quant_mode"] == "fp8":
             fields["quantization"] = "fp8"
+        if row["precision"] == "fp8":  # AIConfigurator's fp8 precision profile: FP8 GEMMs and an FP8 KV cache
+            fields["kv_cache_dtype"] = "fp8"
         ttft, tpot = float(row["silicon_ttft_ms"]), float(row["silicon_tpot_ms"])
         # the mean E2E latency the two means imply: with every request `osl` tokens, each request's TPOT is
         # (e2el - ttft) / (osl - 1), so mean e2el = mean ttft + (osl - 1) x mean tpot exactly; it scores the
