@@ -57,19 +57,12 @@ def validate_cmd(
     ex = make_executor(executor, workers, ray_address)
     points, skipped = _points(sources, start, set_ or [])
     if frontend is not None:
-        from dataclasses import replace
-
         from servesim.engine.frontend import frontend as preset
 
         preset(frontend)  # (an unknown name: refused before anything runs)
-        points = [p if "frontend" in p.fields else replace(p, fields=p.fields | {"frontend": frontend})
-                  for p in points]
-    if cost is not None:
-        from dataclasses import replace
-
-        if cost not in ("roofline", "aic", "toy"):
-            raise ConfigError(f"--cost {cost}: expected roofline, aic or toy")
-        points = [p if "cost" in p.fields else replace(p, fields=p.fields | {"cost": cost}) for p in points]
+    if cost is not None and cost not in ("roofline", "aic", "toy"):
+        raise ConfigError(f"--cost {cost}: expected roofline, aic or toy")
+    points = _fill(points, frontend=frontend, cost=cost)
     from servesim.cli.plan import PointsProgress
 
     with PointsProgress(len(points), "rows") as bar:
@@ -95,6 +88,14 @@ def validate_cmd(
 
         write_page(html, report, ", ".join(sources), METHOD)
         print(f"wrote {html}")
+
+
+def _fill(points: list, **given) -> list:
+    """Each point with the options given (`--frontend`, `--cost`) where its row does not say its own."""
+    from dataclasses import replace
+
+    given = {k: v for k, v in given.items() if v is not None}
+    return [replace(p, fields={**given, **p.fields}) if given.keys() - p.fields.keys() else p for p in points]
 
 
 def _points(sources: list[str], start: str, set_: list[str]) -> tuple[list, list]:

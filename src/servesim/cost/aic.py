@@ -14,7 +14,7 @@ estimator: servesim's scheduler decides the step, this tier times it, servesim's
 - the LM head GEMM at S tokens, the same way (16-bit, as vLLM keeps it) and, priced by the roofline, the sampler;
 - context attention per prefill chunk (t new tokens over c cached: `s` = c + t, `prefix` = c), memoised per
   (t, c); generation attention for the step's decodes at their mean KV length, memoised per (n, length);
-- a MoE model's experts by the roofline (no MoE operator is mapped yet), said in the provenance;
+- a MoE model's experts by the roofline (no MoE operator is mapped yet), said in `fallbacks`;
 - an operator list the tables have no row for (vLLM's FP8-KV context attention on an H100, in 0.24.0's) by the
   roofline, the library's reason kept in `fallbacks` and said by `servesim cost`.
 
@@ -110,6 +110,8 @@ class AicKernels(Roofline):
         self.fallbacks: dict[str, str] = {}  # operator list -> why the tables could not price it (the roofline did)
         self._memo: dict[tuple, float] = {}
         self._json = self._ops(common, ops)
+        if self._moe is not None:
+            self.fallbacks["experts"] = "no MoE operator is mapped to the tables yet"
 
     def _ops(self, common, ops) -> dict[str, str]:
         """The operator lists, in AIConfigurator's terms (`sdk/models/llama.py`), one JSON each."""
@@ -191,34 +193,32 @@ class AicKernels(Roofline):
         fc, fm = self._attn_flops * n * kv * cp, (self._attn_bytes_kv * n * kv + self._attn_bytes_q * n) * mem
         return L * (max(fc, fm) + floor)
 
+    @staticmethod
+    def _bracket(m: int) -> tuple[int, int, float]:
+        """(lo, hi, f): the powers of two around m and how far m is from lo to hi (`_by_count`'s interpolation)."""
+        lo = 1 << (m.bit_length() - 1)
+        return lo, lo << 1, (m - lo) / lo
+
     def _by_count(self, which: str, m: int) -> float:
         """An operator list whose cost depends on the token count alone (the GEMMs, elementwise kernels and
         all-reduces; the LM head), at m tokens: the tables at the powers of two around m, linear in between. (The
         library's own interpolation between its measured sizes is not monotone for FP8 GEMMs: in
         aiconfigurator-core 0.12.0 a Llama-3.1-70B FP8 step on an H200 costs more at 513 tokens than at 1,024.)"""
-        lo = 1 << (m.bit_length() - 1)
+        lo, hi, f = self._bracket(m)
         t_lo = self._value((which, lo), which, True, 1, lo)
-        if lo == m:
-            return t_lo
-        hi = lo << 1
-        return t_lo + (self._value((which, hi), which, True, 1, hi) - t_lo) * (m - lo) / (hi - lo)
+        return t_lo if f == 0 else t_lo + (self._value((which, hi), which, True, 1, hi) - t_lo) * f
 
     def _count_rows(self, which: str, m: int) -> list[OpCost]:
         """`_by_count`'s interpolation, operator by operator (the breakdown)."""
-        lo = 1 << (m.bit_length() - 1)
+        lo, hi, f = self._bracket(m)
         rows = self._rows((which, lo), which, True, 1, lo, 0)
-        if lo == m:
-            return [OpCost(name, ms * 1e-3, source) for name, ms, source in rows]
-        hi, f = lo << 1, (m - lo) / lo
-        upper = self._rows((which, lo << 1), which, True, 1, hi, 0)
+        upper = rows if f == 0 else self._rows((which, hi), which, True, 1, hi, 0)
         return [OpCost(name, (a + (b - a) * f) * 1e-3, source) for (name, a, source), (_, b, _) in zip(rows, upper)]
 
     def _fixed(self, tokens: int, sampled: int) -> float:
         t = self._by_count("dense", tokens)
         if self._moe is not None:
             t += self._moe_time(tokens)
-            self.provenance["experts"]["roofline"] += ("moe", tokens) not in self._memo
-            self._memo[("moe", tokens)] = 0.0
         if sampled:
             t += self._by_count("lm_head", sampled)
             t += self._sampler_bytes * sampled * self._m + self._kl  # the sampler, by the roofline
@@ -245,21 +245,15 @@ class AicKernels(Roofline):
             else:
                 chunks.append((q, c))
         tokens = dq + sum(q for q, _ in chunks)
-        hm = self._host
+        e = self.engine
         if tokens == 0:
-            return 0.0 if hm is None or device_only else hm[0]
-        device = self._fixed(tokens, num_decodes + shape.num_sampled) + self._attention(chunks, dq, kv_sum)
-        if hm is None or device_only:
+            return 0.0 if e is None or device_only else e.fixed_host(self.tp)
+        sampled = num_decodes + shape.num_sampled
+        device = self._fixed(tokens, sampled) + self._attention(chunks, dq, kv_sum)
+        if e is None or device_only:
             return device
-        fixed, per_seq, launch, overlap = hm
-        host = fixed + per_seq * (num_decodes + len(shape.num_new_tokens))
-        if launch:
-            issue = launch * self.num_kernels(bool(chunks) + bool(dq), num_decodes + shape.num_sampled > 0)
-            if issue > device:
-                device = issue
-        if overlap:
-            return host if host > device else device
-        return host + device
+        issue = e.launch * self.num_kernels(bool(chunks) + bool(dq), sampled > 0) if e.enforce_eager else 0.0
+        return e.wall(device, e.host_time(num_decodes + len(shape.num_new_tokens), self.tp), issue)
 
     def decode_stretch(self, n: int, context_sum: int, k: int) -> list[float]:
         """k decode-only steps, each exactly as `step_time_with_decodes` prices it (the fast path = step by

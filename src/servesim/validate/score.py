@@ -244,7 +244,8 @@ def _guidellm(f: dict, cfg: Any, cost: Any) -> dict[str, float]:
             "output_throughput": m["output_tokens_per_second"]}
 
 
-def _no_warmup(f: dict, client: str) -> None:
+def _rate_load(f: dict, client: str) -> None:
+    """A client that sends a rate and no warm-up: a row with either is out of reach."""
     from servesim.errors import ConfigError
 
     if f.get("warmup_requests"):
@@ -262,7 +263,7 @@ def _inference_perf(f: dict, cfg: Any, cost: Any) -> dict[str, float]:
 
     from servesim.clients import inference_perf
 
-    _no_warmup(f, "inference-perf")
+    _rate_load(f, "inference-perf")
     rate, n = f["request_rate"], f["num_requests"]
     duration = n / rate
     while int(rate * duration) < n:  # (n / rate x rate can round below n)
@@ -288,7 +289,7 @@ def _mlperf(f: dict, cfg: Any, cost: Any) -> dict[str, float]:
     from servesim.clients import mlperf
     from servesim.engine.request import Request
 
-    _no_warmup(f, "mlperf")
+    _rate_load(f, "mlperf")
     opts = SimpleNamespace(**{name: getattr(mlperf.MLPerfFlags, name) for name in mlperf.OWN} | dict(
         scenario="Server", target_qps=f["request_rate"], min_duration_ms=0, min_query_count=f["num_requests"],
         seed=0))
