@@ -10,7 +10,7 @@ import pytest
 from helpers import cli
 
 import servesim
-from servesim.errors import WorkloadError
+from servesim.errors import ConfigError, WorkloadError
 from servesim.validate.rows import read_points
 from servesim.validate.score import score
 
@@ -133,6 +133,13 @@ def test_aic_silicon_rows_as_deployments(tmp_path):
         "trt: engine trtllm has no servesim scheduler yet",
         "blk: fp8_block weights are not modelled yet",
         "dp: attention_dp_size 2 is not modelled yet"]
+    # as AIConfigurator's benchmark script sends the point (bench_run.sh.j2): AIPerf, a warm-up of 2C = 32, then
+    # 20C = 320 measured, every user starting together
+    (g,), _ = read_silicon(tmp_path / "s.csv", client="aiperf")
+    assert (g.fields["client"], g.fields["warmup_requests"], g.fields["num_requests"], "start" in g.fields) == (
+        "aiperf", 32, 320, False)
+    with pytest.raises(ConfigError, match="vllm-bench or aiperf"):
+        read_silicon(tmp_path / "s.csv", client="guidellm")
 
 
 def test_a_staggered_closed_loop_by_hand():
@@ -187,3 +194,13 @@ def test_an_sglang_bench_row_by_hand(tmp_path):
     (_, pred, err), = score(read_points(path)).predicted
     assert pred["ttft_ms"] == pytest.approx(10.0) and pred["e2el_ms"] == pytest.approx(12.0)
     assert err == pytest.approx({"ttft_ms": 25.0, "tpot_ms": 0.0, "e2el_ms": 0.0}, abs=1e-9)
+
+
+def test_the_aic_silicon_client_options_are_refused_where_they_do_not_apply(monkeypatch, capsys):
+    # --client and --start choose how aic-silicon's rows are sent; a CSV says both per row
+    for args, said in ((["--client", "aiperf"], "--client sets aic-silicon's client"),
+                       (["--start", "together"], "--start sets how aic-silicon's loops start")):
+        code, _, err = cli(monkeypatch, capsys, "validate", str(SAMPLE), *args)
+        assert code == 2 and said in err
+    code, _, err = cli(monkeypatch, capsys, "validate", "aic-silicon", "--client", "aiperf", "--start", "together")
+    assert code == 2 and "under --client aiperf every user starts together" in err

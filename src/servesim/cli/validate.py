@@ -24,9 +24,13 @@ def validate_cmd(
         "aic-silicon: AIConfigurator's measured points (servesim[aic]).")],
     json_path: Annotated[Path | None, typer.Option("--json", help="Write the scores, every row and the rows out of "
                                                                   "reach here.")] = None,
-    start: Annotated[str, typer.Option("--start", help="aic-silicon: how a closed loop's users start: staggered (a "
-                                       "desynchronised stream) | together (identical requests in waves).")] =
-    "staggered",
+    start: Annotated[str | None, typer.Option("--start", help="aic-silicon under vllm-bench: how a closed loop's "
+                                              "users start: staggered (a desynchronised stream; the default) | "
+                                              "together (identical requests in waves).")] = None,
+    client: Annotated[str | None, typer.Option("--client", help="aic-silicon: the client its rows are replayed "
+                                               "under: vllm-bench (the default) | aiperf (AIConfigurator's own "
+                                               "benchmark script: 2C warm-up, 20C measured, users together).")] =
+    None,
     set_: Annotated[list[str] | None, typer.Option("--set", help="Run files: a deployment key the files lack or "
                                                    "that overrides theirs, e.g. --set gpu=h100 --set tp=2 (keys: "
                                                    "model, gpu, tp, engine, engine_version, quantization, ...).")]
@@ -55,7 +59,7 @@ def validate_cmd(
         if path is not None:
             check_output_file(path, flag)
     ex = make_executor(executor, workers, ray_address)
-    points, skipped = _points(sources, start, set_ or [])
+    points, skipped = _points(sources, start, client, set_ or [])
     if frontend is not None:
         from servesim.engine.frontend import frontend as preset
 
@@ -98,7 +102,7 @@ def _fill(points: list, **given) -> list:
     return [replace(p, fields={**given, **p.fields}) if given.keys() - p.fields.keys() else p for p in points]
 
 
-def _points(sources: list[str], start: str, set_: list[str]) -> tuple[list, list]:
+def _points(sources: list[str], start: str | None, client: str | None, set_: list[str]) -> tuple[list, list]:
     """Every source's points, and the rows out of reach before simulating (line or file, reason)."""
     from servesim.validate.files import parse_set, run_files, run_points
     from servesim.validate.rows import is_points_json, read_points
@@ -108,9 +112,15 @@ def _points(sources: list[str], start: str, set_: list[str]) -> tuple[list, list
             raise ConfigError("aic-silicon is scored on its own: give it alone, without --set")
         from servesim.validate.aic import read_silicon
 
-        return read_silicon(start=start)
-    if start != "staggered":
+        if start is not None and client not in (None, "vllm-bench"):
+            raise ConfigError(f"--start sets how vllm-bench's loop starts; under --client {client} every user starts "
+                              "together")
+        return read_silicon(start=start or "staggered", client=client or "vllm-bench")
+    if start is not None:
         raise ConfigError("--start sets how aic-silicon's loops start; your CSV says it per row (its start column)")
+    if client is not None:
+        raise ConfigError("--client sets aic-silicon's client; your CSV says it per row (its client column), a run "
+                          "file is its own")
     given = parse_set(set_)
     points, skipped, runs = [], [], []
     for source in sources:

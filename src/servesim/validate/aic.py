@@ -6,7 +6,11 @@ requests of `isl` input and `osl` output tokens, mean TTFT and TPOT measured (an
 imply, TTFT + (osl - 1) x TPOT, scored beside them). As servesim replays it: vllm bench
 serve's closed loop of `batch_size` (`--max-concurrency`) whose users start staggered, a C-th of a lone request's
 latency apart (a desynchronised stream; `--start together` keeps them in waves), the loop's first `batch_size`
-requests as warm-up (not measured), then 4 x `batch_size` (at least 8) measured; the engine's defaults for the
+requests as warm-up (not measured), then 4 x `batch_size` (at least 8) measured. Or (`client="aiperf"`) as
+AIConfigurator's own benchmark script sends a point (aiconfigurator `generator/config/backend_templates/
+benchmark/bench_run.sh.j2`: `aiperf profile --concurrency C --num-requests 20C --warmup-request-count 2C
+--streaming`, ISL and OSL stddev 0, `ignore_eos`): AIPerf's warm-up phase, then its profiling phase of 20
+rounds, every user starting together (`servesim.clients.aiperf`). Either way the engine's defaults for the
 GPU; FP8 weights where the row's GEMMs are FP8. A row servesim cannot express yet is out of reach, with the
 reason (a model or GPU it does not know, TensorRT-LLM, disaggregated serving, pipeline or attention-data
 parallelism, FP8 block scaling, FP4, INT4).
@@ -24,6 +28,8 @@ MODELS = {"meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b", "nvidia/Llama-3.1-
 GPUS = {"h100_sxm": "h100-80gb", "h200_sxm": "h200"}
 ENGINES = ("vllm", "sglang")
 MEASURED_WAVES, MIN_MEASURED = 4, 8
+AIPERF_ROUNDS, AIPERF_WARMUP_ROUNDS = 20, 2  # bench_run.sh.j2: BENCH_MULTI_ROUND's default, the 2C warm-up
+CLIENTS = ("vllm-bench", "aiperf")
 
 
 def silicon_csv() -> Path:
@@ -38,10 +44,15 @@ def silicon_csv() -> Path:
     return path
 
 
-def read_silicon(path: Path | None = None, start: str = "staggered") -> tuple[list[Point], list[tuple[int, str]]]:
-    """(the rows servesim can express, as points; every other row's line and reason). `start`: how the closed
-    loop's users start (`rows.py`): staggered (a desynchronised stream) or together (waves)."""
+def read_silicon(path: Path | None = None, start: str = "staggered",
+                 client: str = "vllm-bench") -> tuple[list[Point], list[tuple[int, str]]]:
+    """(the rows servesim can express, as points; every other row's line and reason). `client`: vllm-bench
+    (`start`: how its closed loop's users start, `rows.py`: staggered, a desynchronised stream, or together, in
+    waves) or aiperf (AIConfigurator's benchmark script; its users start together)."""
     import polars as pl
+
+    if client not in CLIENTS:
+        raise ConfigError(f"--client {client}: aic-silicon replays its rows under vllm-bench or aiperf")
 
     path = path or silicon_csv()
     df = pl.read_csv(path, infer_schema_length=0)
@@ -54,9 +65,12 @@ def read_silicon(path: Path | None = None, start: str = "staggered") -> tuple[li
             continue
         c = int(row["batch_size"])
         fields = {"model": MODELS[row["model_path"]], "gpu": GPUS[row["system"]], "engine": row["backend"],
-                  "engine_version": row["backend_version"] or "?", "client": "vllm-bench", "tp": int(row["tp_size"]),
-                  "concurrency": c, "isl": int(row["isl"]), "osl": int(row["osl"]), "start": start,
-                  "num_requests": max(MIN_MEASURED, MEASURED_WAVES * c), "warmup_requests": c, "id": row["id"]}
+                  "engine_version": row["backend_version"] or "?", "client": client, "tp": int(row["tp_size"]),
+                  "concurrency": c, "isl": int(row["isl"]), "osl": int(row["osl"]), "id": row["id"]}
+        if client == "aiperf":
+            fields |= {"num_requests": AIPERF_ROUNDS * c, "warmup_requests": AIPERF_WARMUP_ROUNDS * c}
+        else:
+            fields |= {"start": start, "num_requests": max(MIN_MEASURED, MEASURED_WAVES * c), "warmup_requests": c}
         if row["gemm_quant_mode"] == "fp8":
             fields["quantization"] = "fp8"
         if row["precision"] == "fp8":  # AIConfigurator's fp8 precision profile: FP8 GEMMs and an FP8 KV cache
