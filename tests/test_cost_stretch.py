@@ -25,6 +25,10 @@ def shapes(k):
     get_cost_model("roofline", model="llama-2-70b", gpu="a100-80gb", tp=4,
                    engine=get_engine("vllm-0.2", enforce_eager=False)),
     get_cost_model("roofline", model="mixtral-8x7b", gpu="h100-80gb", tp=2, engine=get_engine("trtllm")),
+    # whole experts per GPU (--enable-expert-parallel), and a MoE model with FP8 weights
+    get_cost_model("roofline", model="qwen3-30b-a3b", gpu="h100-80gb", tp=2, enable_expert_parallel=True,
+                   engine=get_engine("vllm-0.33")),
+    get_cost_model("roofline", model="minimax-m2.5", gpu="h200", tp=4, quantization="fp8"),
 ])
 def test_decode_stretch_matches_step_time(cost):
     k = 300

@@ -113,12 +113,17 @@ def test_aic_silicon_rows_as_deployments(tmp_path):
             "bw,src,vllm,0.12.0,Qwen/Qwen3-32B,b200_sxm,fp8,agg,1024,128,fp8,,16,2,1,,,,100,10",
             "trt,src,trtllm,1.0,Qwen/Qwen3-32B,h100_sxm,fp8,agg,1024,128,fp8,,16,2,1,,,,100,10",
             "blk,src,sglang,0.5.9,Qwen/Qwen3-32B,h100_sxm,fp8,agg,1024,128,fp8_block,,16,2,1,,,,100,10",
-            "dp,src,sglang,0.5.9,Qwen/Qwen3-32B,h100_sxm,,agg,1024,128,,,16,2,1,2,,,100,10"]
+            "dp,src,sglang,0.5.9,Qwen/Qwen3-32B,h100_sxm,,agg,1024,128,,,16,2,1,2,,,100,10",
+            "ep,src,vllm,0.18.0,MiniMaxAI/MiniMax-M2.5,h100_sxm,fp8,agg,1024,128,fp8,fp8,16,4,1,1,1,4,100,10",
+            "mtp,src,vllm,0.12.0,Qwen/Qwen3-235B-A22B-FP8,h200_sxm,fp8,agg,1024,128,fp8,fp8,16,1,1,,2,1,100,10"]
     (tmp_path / "s.csv").write_text(SILICON_HEAD + "\n".join(rows) + "\n")
     from servesim.validate.aic import read_silicon
 
     points, out = read_silicon(tmp_path / "s.csv")
-    assert [p.fields["id"] for p in points] == ["ok"]
+    assert [p.fields["id"] for p in points] == ["ok", "ep"]
+    # MoE with moe_ep_size = tp_size and MoE TP 1: vLLM's --enable-expert-parallel (whole experts over the TP ranks)
+    assert points[1].fields["model"] == "minimax-m2.5" and points[1].fields["enable_expert_parallel"] is True
+    assert "enable_expert_parallel" not in points[0].fields
     f = points[0].fields
     # a closed loop of 16, one wave of warm-up, four measured; FP8 GEMMs as --quantization fp8 and, the row's
     # precision being AIConfigurator's fp8 profile (FP8 GEMMs and KV cache), --kv-cache-dtype fp8
@@ -132,10 +137,11 @@ def test_aic_silicon_rows_as_deployments(tmp_path):
         "bw: GPU b200_sxm is not a servesim GPU yet",
         "trt: engine trtllm has no servesim scheduler yet",
         "blk: fp8_block weights are not modelled yet",
-        "dp: attention_dp_size 2 is not modelled yet"]
+        "dp: attention_dp_size 2 is not modelled yet",
+        "mtp: moe_tp_size 2 apart from tp_size 1 is not modelled yet"]
     # as AIConfigurator's benchmark script sends the point (bench_run.sh.j2): AIPerf, a warm-up of 2C = 32, then
     # 20C = 320 measured, every user starting together
-    (g,), _ = read_silicon(tmp_path / "s.csv", client="aiperf")
+    (g, _), _ = read_silicon(tmp_path / "s.csv", client="aiperf")
     assert (g.fields["client"], g.fields["warmup_requests"], g.fields["num_requests"], "start" in g.fields) == (
         "aiperf", 32, 320, False)
     with pytest.raises(ConfigError, match="vllm-bench or aiperf"):
@@ -204,3 +210,13 @@ def test_the_aic_silicon_client_options_are_refused_where_they_do_not_apply(monk
         assert code == 2 and said in err
     code, _, err = cli(monkeypatch, capsys, "validate", "aic-silicon", "--client", "aiperf", "--start", "together")
     assert code == 2 and "under --client aiperf every user starts together" in err
+
+
+def test_a_user_row_says_expert_parallel_as_true_or_false(tmp_path):
+    head = "model,gpu,engine,client,tp,concurrency,isl,osl,num_requests,enable_expert_parallel,tpot_ms\n"
+    (tmp_path / "m.csv").write_text(head + "qwen3-30b-a3b,h100,vllm,vllm-bench,2,4,128,8,8,true,5\n")
+    (p,) = read_points(tmp_path / "m.csv")
+    assert p.fields["enable_expert_parallel"] is True
+    (tmp_path / "m.csv").write_text(head + "qwen3-30b-a3b,h100,vllm,vllm-bench,2,4,128,8,8,yes,5\n")
+    with pytest.raises(WorkloadError, match=r"m\.csv:2: enable_expert_parallel: got 'yes'; expected true or false"):
+        read_points(tmp_path / "m.csv")

@@ -63,6 +63,9 @@ def cost(
     quantization: Annotated[str | None, typer.Option("--quantization", "-q", help="fp8: linear layers in FP8 at "
                                                      "the GPU's FP8 peak [default: none].")] = None,
     kv_cache_dtype: Annotated[str | None, typer.Option(help="auto | fp8 [default: auto].")] = None,
+    enable_expert_parallel: Annotated[bool | None, typer.Option(
+        "--enable-expert-parallel", help="MoE models: whole experts per GPU (vLLM's expert parallelism) "
+        "[default: off].")] = None,
     engine: Annotated[str | None, typer.Option(help="Engine profile (host time per step): vllm-0.33 | vllm-0.13 | "
                                                "vllm-0.2 | trtllm | sglang [default: vllm-0.33].")] = None,
     enforce_eager: EnforceEagerOpt = None,
@@ -86,7 +89,7 @@ def cost(
                           "calibrate`)")
     roof = build_cost(cost_profile or "roofline", model=model, gpu=gpu, tp=tp, quantization=quantization,
                       aic_backend_version=aic_backend_version,
-                      kv_cache_dtype=kv_cache_dtype, engine=engine,
+                      kv_cache_dtype=kv_cache_dtype, engine=engine, enable_expert_parallel=enable_expert_parallel,
                       enforce_eager=enforce_eager, distributed_executor_backend=distributed_executor_backend,
                       disable_custom_all_reduce=disable_custom_all_reduce, async_scheduling=async_scheduling)
     chunks = [c for spec in prefill or () for c in parse_prefill(spec)]

@@ -161,6 +161,10 @@ class SimOptions(*_client_flags(), *_engine_flags()):
                                              "of the linear layers at the GPU's FP8 peak). Default: none.")] = None
     kv_cache_dtype: Annotated[str | None, _opt("--kv-cache-dtype", help="Roofline KV cache: auto (the model's dtype) "
                                                "| fp8 (1 byte: more KV blocks, cheaper decode attention).")] = None
+    enable_expert_parallel: Annotated[bool | None, _opt("--enable-expert-parallel", help="Roofline, MoE models: "
+                                                        "whole experts per GPU (E / tp each), vLLM's expert "
+                                                        "parallelism, instead of each expert's width split over "
+                                                        "the tp GPUs. Default: off.")] = None
     engine: Annotated[str | None, _opt("--engine", help="Roofline engine profile (host time per step): vllm-0.33 | "
                                        "vllm-0.13 (async scheduling off: 0.10-0.13) | vllm-0.2 | trtllm | sglang. "
                                        "Default: vllm-0.33.")] = None
@@ -418,6 +422,7 @@ class SimOptions(*_client_flags(), *_engine_flags()):
         return build_cost(self.cost, self.workload_name(), preset,
                           model=self.model, gpu=self.gpu, tp=self.tp,
                           dtype=self.dtype, quantization=self.quantization, kv_cache_dtype=self.kv_cache_dtype,
+                          enable_expert_parallel=self.enable_expert_parallel,
                           decode_ms=self.decode_ms, prefill_token_ms=self.prefill_token_ms,
                           overhead_ms=self.overhead_ms, engine=self.engine, enforce_eager=self.enforce_eager,
                           distributed_executor_backend=self.distributed_executor_backend,

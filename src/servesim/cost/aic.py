@@ -99,8 +99,9 @@ class AicKernels(Roofline):
 
     def __init__(self, model: str = "llama-3-8b", gpu: str = "h100-80gb", tp: int = 1,
                  engine: EngineProfile | None = None, quantization: str | None = None, kv_cache_dtype: str = "auto",
-                 backend_version: str | None = None) -> None:
-        super().__init__(model, gpu, tp, engine=engine, quantization=quantization, kv_cache_dtype=kv_cache_dtype)
+                 backend_version: str | None = None, enable_expert_parallel: bool = False) -> None:
+        super().__init__(model, gpu, tp, engine=engine, quantization=quantization, kv_cache_dtype=kv_cache_dtype,
+                         enable_expert_parallel=enable_expert_parallel)
         common, pdb, ops, handle_cls, self._build_ops_json = _library()
         family = (engine.name if engine is not None else "vllm").split("-")[0]
         self.database = database_for(self.gpu.name, family, backend_version)

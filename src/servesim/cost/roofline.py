@@ -102,7 +102,8 @@ def allreduce_time(size_bytes: float, num_gpus: int, link_bandwidth: float,
     return t
 
 
-def _check_options(m: ModelSpec, g: GpuSpec, tp: object, quantization: str | None, kv_cache_dtype: str) -> None:
+def _check_options(m: ModelSpec, g: GpuSpec, tp: object, quantization: str | None, kv_cache_dtype: str,
+                   enable_expert_parallel: bool = False) -> None:
     """Refuse what the model, the GPU and the options cannot do together, in one line each."""
     if quantization is not None and quantization not in QUANTIZATIONS:
         raise ConfigError(f"--quantization {quantization}: expected one of {', '.join(QUANTIZATIONS)} (or none)")
@@ -118,25 +119,52 @@ def _check_options(m: ModelSpec, g: GpuSpec, tp: object, quantization: str | Non
     if m.num_key_value_heads % tp and tp % m.num_key_value_heads:
         raise ConfigError(f"tp={tp}: num_key_value_heads ({m.num_key_value_heads}) of {m.name} must divide "
                           "or be a multiple of tp")
-    if m.intermediate_size % tp:
+    if m.num_moe_layers < m.num_hidden_layers and m.intermediate_size % tp:
         raise ConfigError(f"tp={tp}: must divide intermediate_size ({m.intermediate_size}) of {m.name}")
+    if not isinstance(enable_expert_parallel, bool):
+        raise ConfigError(f"enable_expert_parallel: expected true or false, got {show(enable_expert_parallel)}")
+    if not m.num_local_experts:
+        if enable_expert_parallel:
+            raise ConfigError(f"--enable-expert-parallel: {m.name} has no experts (a dense model); drop it")
+        return
+    if enable_expert_parallel and m.num_local_experts % tp:
+        raise ConfigError(f"--enable-expert-parallel at tp={tp}: the experts' {tp} ranks must divide the "
+                          f"{m.num_local_experts} experts of {m.name}")
+    if not enable_expert_parallel and m.expert_intermediate_size % tp:
+        raise ConfigError(f"tp={tp}: must divide the experts' width ({m.expert_intermediate_size}) of {m.name}; "
+                          "or shard whole experts with --enable-expert-parallel")
+    if m.shared_expert_intermediate_size % tp:
+        raise ConfigError(f"tp={tp}: must divide the shared experts' width ({m.shared_expert_intermediate_size}) "
+                          f"of {m.name}")
 
 
 class Roofline:
-    """Step cost of `model` on `tp` GPUs of type `gpu` (one vLLM replica, tensor parallel inside one node)."""
+    """Step cost of `model` on `tp` GPUs of type `gpu` (one vLLM replica, tensor parallel inside one node).
+
+    A MoE model's experts are sharded as vLLM 0.33 shards them with one data-parallel rank
+    (`vllm/model_executor/layers/fused_moe/config.py`, `FusedMoEParallelConfig.make`): by default each expert's
+    width over the `tp` ranks; with `enable_expert_parallel` (`--enable-expert-parallel`) whole experts, E / tp
+    per rank, every rank taking the tokens routed to its own. The tokens are on every rank either way (attention
+    is tensor parallel), so no all-to-all runs: the layer ends in the same all-reduce. Routing is uniform (each
+    token's top-k a uniform draw): a step reads the experts it touches, E (1 - (1 - k / E)^tokens) of them, and
+    an expert-parallel rank its share of them and of the routed tokens (no load imbalance modelled yet).
+    """
 
     __slots__ = ("name", "model", "gpu", "tp", "params", "kv_bytes_per_token", "_c", "_m", "_kl", "_L", "_gemms",
-                 "_moe", "_cq", "_dw", "quantization", "kv_cache_dtype", "_attn_flops", "_attn_bytes_kv",
+                 "_moe", "_cq", "_dw", "quantization", "kv_cache_dtype", "enable_expert_parallel", "_kernels_layers",
+                 "_attn_flops", "_attn_bytes_kv",
                  "_attn_bytes_q", "_elem_bytes", "_elem_s", "_elem_floor", "_ap", "_ad",
                  "_lm", "_sampler_bytes", "_ar_bytes", "_ar_count", "_ar_link", "_weights", "_act_bytes",
                  "_by_tokens", "_by_sampled", "_decode", "engine", "_car", "_kernels_layer", "_kernels_step", "_host")
 
     def __init__(self, model: str | ModelSpec = "llama-3-8b", gpu: str | GpuSpec = "h100-80gb", tp: int = 1,
                  params: CostParams | None = None, engine: EngineProfile | None = None,
-                 quantization: str | None = None, kv_cache_dtype: str = "auto") -> None:
+                 quantization: str | None = None, kv_cache_dtype: str = "auto",
+                 enable_expert_parallel: bool = False) -> None:
         m, g = load_model(model), load_gpu(gpu)
-        _check_options(m, g, tp, quantization, kv_cache_dtype)
+        _check_options(m, g, tp, quantization, kv_cache_dtype, enable_expert_parallel)
         self.quantization, self.kv_cache_dtype = quantization, kv_cache_dtype
+        self.enable_expert_parallel = enable_expert_parallel
         self.name, self.model, self.gpu, self.tp = "roofline", m, g, tp
         self._by_tokens: dict[int, float] = {}
         self._by_sampled: dict[int, float] = {}
@@ -168,11 +196,8 @@ class Roofline:
         # (name, k, n): a [tokens x k] @ [k x n] GEMM per layer, per GPU.
         mlp = [("gate_up_proj", h, gate_up), ("down_proj", inter, h)]
         self._gemms = [("qkv_proj", h, (heads + 2 * kv_heads) * hd), ("o_proj", heads * hd, h)]
-        self._moe = None
-        if m.num_local_experts:
-            self._gemms.append(("router", h, m.num_local_experts))
-            self._moe = (m.num_local_experts, m.num_experts_per_tok, mlp)
-        else:
+        self._moe = self._moe_layers(m, tp, mlp) if m.num_local_experts else None
+        if self._moe is None:
             self._gemms += mlp
         # Attention per layer: 4 FLOPs per (query, key) pair per head dim (QK^T and PV); bytes per KV position
         # (K and V of the GPU's KV heads, read) and per new token (Q read, O written, its K and V written).
@@ -180,18 +205,46 @@ class Roofline:
         self._attn_bytes_kv = 2 * kv_heads * hd * dkv
         self._attn_bytes_q = (2 * heads + 2 * kv_heads) * hd * d
         self.kv_bytes_per_token = L * 2 * kv_heads * hd * dkv
-        self._set_kernels(m, g, p, tp, heads, kv_heads, inter, gate_up, vocab, len(mlp))
-        experts = m.num_local_experts or 1
-        self._weights = (self._dw * L * (h * (heads + 2 * kv_heads) * hd + heads * hd * h
-                                         + experts * (h * gate_up + inter * h)
-                                         + (h * m.num_local_experts if m.num_local_experts else 0))
-                         + d * vocab * h * (1 if m.tie_word_embeddings else 2))
-        topk = m.num_experts_per_tok or 1
-        self._act_bytes = d * (2 * h + topk * (gate_up + inter))  # live activations per token at the MLP
+        self._set_kernels(m, g, p, tp, heads, kv_heads, inter, gate_up, vocab)
+        dense_w, moe_w, router_w = h * gate_up + inter * h, 0, 0
+        if self._moe is not None:  # (the router stays in 16 bits under FP8, as vLLM builds it)
+            local, _, _, experts, router, shared, _, _ = self._moe
+            moe_w, router_w = local * sum(k * n for _, k, n in experts) + sum(k * n for _, k, n in shared), h * router
+        lm = m.num_moe_layers
+        self._weights = (self._dw * (L * (h * (heads + 2 * kv_heads) * hd + heads * hd * h) + (L - lm) * dense_w
+                                     + lm * moe_w)
+                         + d * (lm * router_w + vocab * h * (1 if m.tie_word_embeddings else 2)))
+        act = gate_up + inter if self._moe is None else max(self._moe_act(), (gate_up + inter) * (lm < L))
+        self._act_bytes = d * (2 * h + act)  # live activations per token at the MLP
         self._check_finite()
 
+    def _moe_layers(self, m: ModelSpec, tp: int, dense_mlp: list) -> tuple:
+        """A MoE model's MLPs per GPU: (local experts, routed rows per token, the fraction of the experts that
+        are local, the expert GEMMs, the router's width, the shared experts' GEMMs, MoE layers, the dense layers'
+        GEMMs and count)."""
+        h, ei, k = m.hidden_size, m.expert_intermediate_size, m.num_experts_per_tok
+        ep = tp if self.enable_expert_parallel else 1  # the experts' parallel ranks (vLLM: TP x DP; DP 1 here)
+        width = ei // (tp // ep)  # an expert's width per rank: whole under EP, a TP slice otherwise
+        up = width * (2 if m.gated_mlp else 1)
+        experts = [("gate_up_proj", h, up), ("down_proj", width, h)]
+        sw = m.shared_expert_intermediate_size // tp
+        shared = [("shared_expert.gate_up_proj", h, sw * (2 if m.gated_mlp else 1)),
+                  ("shared_expert.down_proj", sw, h)] if sw else []
+        dense = dense_mlp if m.num_dense_layers else []
+        return (m.num_local_experts // ep, k / ep, 1 / ep, experts, m.num_local_experts, shared, m.num_moe_layers,
+                (dense, m.num_dense_layers))
+
+    def _moe_act(self) -> float:
+        """Elements per token of a MoE layer's activations (gate-up out, down in) on this rank: over the rows
+        routed to it and the shared experts."""
+        _, rows, _, ((_, _, up), (_, width, _)), _, shared, _, _ = self._moe
+        if not shared:
+            return rows * (up + width)
+        (_, _, shared_up), (_, shared_width, _) = shared
+        return rows * (up + width) + shared_up + shared_width
+
     def _set_kernels(self, m: ModelSpec, g: GpuSpec, p: CostParams, tp: int, heads: int, kv_heads: int, inter: int,
-                     gate_up: int, vocab: int, n_mlp: int) -> None:
+                     gate_up: int, vocab: int) -> None:
         """Attention's fitted constants, the elementwise kernels, the LM head and sampler, the all-reduces and the
         kernels launched per layer and per step."""
         d, h, hd, L = m.dtype_bytes, m.hidden_size, m.head_dim, m.num_hidden_layers
@@ -205,7 +258,12 @@ class Roofline:
         self._ad = (cp, 1.0 / (bw * ed), floor_d)
         # Per layer: two fused_add_rms_norm (read x and residual, write both), rotary (q, k in and out), activation
         # (in 2I/I, out I); per step the embedding lookup (at the GEMMs' bandwidth) and the final norm.
-        norm, rotary, act = 4 * h * d, 2 * (heads + kv_heads) * hd * d, (gate_up + inter) * d
+        norm, rotary = 4 * h * d, 2 * (heads + kv_heads) * hd * d
+        if self._moe is None:
+            act = (gate_up + inter) * d
+        else:  # the MoE layers' activations over the routed rows and shared experts, and the dense layers'
+            lm, ld = m.num_moe_layers, m.num_dense_layers
+            act = (lm * self._moe_act() + ld * (gate_up + inter)) * d / L
         self._elem_bytes = L * (2 * norm + rotary + act) + 2 * h * d + norm
         (en, fn), (er, fr), (ea, fa) = kf.norm, kf.rotary, kf.activation
         self._elem_s = (L * (2 * norm / en + rotary / er + act / ea) + norm / en) / bw + 2 * h * d * self._m
@@ -218,8 +276,11 @@ class Roofline:
         self._ar_link = g.interconnect_bandwidth / 2  # datasheets state both directions together
         # Kernels launched per layer (GEMMs, experts, elementwise, all-reduces; attention counted per step) and
         # per step (embedding, final norm, the embedding's all-reduce): what eager mode issues from the host.
-        self._kernels_layer = (len(self._gemms) + (n_mlp if self._moe else 0) + ELEMENTWISE_KERNELS_PER_LAYER
-                               + (2 if tp > 1 else 0))
+        self._kernels_layer = len(self._gemms) + ELEMENTWISE_KERNELS_PER_LAYER + (2 if tp > 1 else 0)
+        self._kernels_layers = L * self._kernels_layer
+        if self._moe is not None:  # a MoE layer's router, experts and shared experts; the dense layers' MLP
+            _, _, _, experts, _, shared, lm, (dense, ld) = self._moe
+            self._kernels_layers += lm * (1 + len(experts) + len(shared)) + ld * len(dense)
         self._kernels_step = 2 + (1 if tp > 1 else 0)
 
     def _check_finite(self) -> None:
@@ -252,9 +313,10 @@ class Roofline:
         return 2.0 * padded * k * n * c, (dw * weight_copies * k * n + d * tokens * (k + n)) * self._m
 
     def _experts_touched(self, tokens: int) -> float:
-        """Expected distinct experts with uniform routing: E (1 - (1 - k/E)^tokens)."""
-        e, k, _ = self._moe
-        return e * (1.0 - (1.0 - k / e) ** tokens)
+        """Expected distinct experts a rank holds that a step touches, with uniform routing: its share of
+        E (1 - (1 - k/E)^tokens)."""
+        e, k = self.model.num_local_experts, self.model.num_experts_per_tok
+        return self._moe[2] * e * (1.0 - (1.0 - k / e) ** tokens)
 
     # -- the cost model ----------------------------------------------------------------------------------------
 
@@ -311,7 +373,7 @@ class Roofline:
         """Kernels one forward pass launches: per layer its GEMMs, elementwise kernels, all-reduces and one
         attention kernel per kind present (prefill, decode); per step the rest, and the LM head and sampler when
         a request samples. Llama-2-7B, one decode: 32 x (4 + 4 + 1) + 2 + 2 = 292."""
-        return self._L * (self._kernels_layer + attention_kernels) + self._kernels_step + (2 if sampled else 0)
+        return self._kernels_layers + self._L * attention_kernels + self._kernels_step + (2 if sampled else 0)
 
     def split(self, shape: StepShape) -> tuple[float, float, float]:
         """(device seconds, host seconds, eager issue seconds) of a step: what `step_time` combines. Without an
@@ -342,9 +404,9 @@ class Roofline:
             for _, k, n in self._gemms:
                 fc, fm = self._gemm(tokens, k, n)
                 layer += (fc if fc > fm else fm) + kl
-            if self._moe is not None:
-                layer += self._moe_time(tokens)
             t = self._L * layer + self._elem_s * tokens + self._elem_floor
+            if self._moe is not None:
+                t += self._moe_time(tokens)
             if self._ar_count:
                 t += self._ar_count * allreduce_time(self._ar_bytes * tokens, self.tp, self._ar_link,
                                                      self.params.allreduce, self._car)
@@ -395,13 +457,19 @@ class Roofline:
         return e.host_time(n, self.tp), (e.launch * self.num_kernels(1, True) if e.enforce_eager else 0.0)
 
     def _moe_time(self, tokens: int) -> float:
-        _, topk, mlp = self._moe
-        touched = self._experts_touched(tokens)
-        t = 0.0
-        for _, k, n in mlp:
-            fc, fm = self._gemm(tokens * topk, k, n, weight_copies=touched)
-            t += (fc if fc > fm else fm) + self._kl
-        return t
+        """A MoE model's MLPs over all layers: each MoE layer's router, shared experts and routed experts (the
+        rows routed to this rank, the experts it touches), and the dense layers' MLP."""
+        return sum(count * (max(fc, fm) + self._kl) for _, fc, fm, count in self._moe_ops(tokens))
+
+    def _moe_ops(self, tokens: int) -> list[tuple[str, float, float, int]]:
+        """(name, compute s, memory s, layers) of each GEMM in a MoE model's MLPs at `tokens` tokens."""
+        _, rows, _, experts, router, shared, lm, (dense, ld) = self._moe
+        h = self.model.hidden_size
+        out = [("router", *self._gemm(tokens, h, router, quantized=False), lm)]
+        out += [(name, *self._gemm(tokens, k, n), lm) for name, k, n in shared]
+        touched, routed = self._experts_touched(tokens), math.ceil(tokens * rows)
+        out += [(f"experts.{name}", *self._gemm(routed, k, n, weight_copies=touched), lm) for name, k, n in experts]
+        return out + [(name, *self._gemm(tokens, k, n), ld) for name, k, n in dense]
 
     def breakdown(self, shape: StepShape) -> list[OpCost]:
         """Per-operator times over all layers, each marked compute- or memory-bound; sums to `step_time` without an
@@ -418,11 +486,9 @@ class Roofline:
                 fc, fm = self._gemm(tokens, k, n)
                 add(name, fc, fm, L, fc / self._cq, fm / self._m)
             if self._moe is not None:
-                _, topk, mlp = self._moe
-                touched = self._experts_touched(tokens)
-                for name, k, n in mlp:
-                    fc, fm = self._gemm(tokens * topk, k, n, weight_copies=touched)
-                    add(f"experts.{name}", fc, fm, L, fc / self._cq, fm / self._m)
+                for name, fc, fm, count in self._moe_ops(tokens):
+                    if count:
+                        add(name, fc, fm, count, fc / (self._c if name == "router" else self._cq), fm / self._m)
             for label, want in (("attention (prefill)", False), ("attention (decode)", True)):
                 rows = [(q, cx) for q, cx, dec in zip(shape.num_new_tokens, shape.num_context_tokens,
                                                       shape.is_decode) if dec == want]

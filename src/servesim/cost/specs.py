@@ -283,10 +283,17 @@ class ModelSpec:
     vocab_size: int
     max_position_embeddings: int | None = None  # the model's context length: vLLM's default max_model_len
     torch_dtype: str = "bfloat16"
-    num_local_experts: int = 0  # 0 = dense MLP
+    num_local_experts: int = 0  # routed experts of each MoE layer; 0 = dense MLP
     num_experts_per_tok: int = 0
     gated_mlp: bool = True
     tie_word_embeddings: bool = False
+    # MoE (Qwen3-MoE's, DeepSeek's, Qwen2-MoE's names): an expert's width (0: intermediate_size, as Mixtral and
+    # MiniMax-M2 give it), the shared experts' total width (0: none), and the layers with a dense MLP of
+    # intermediate_size instead of experts (DeepSeek's first_k_dense_replace; Qwen's mlp_only_layers and
+    # decoder_sparse_step counted)
+    moe_intermediate_size: int = 0
+    shared_expert_intermediate_size: int = 0
+    num_dense_layers: int = 0
 
     def __post_init__(self) -> None:
         """The rules `from_config` applies with the file's line numbers, for a spec built in Python."""
@@ -312,6 +319,11 @@ class ModelSpec:
         if self.num_local_experts and not 0 < self.num_experts_per_tok <= self.num_local_experts:
             bad("num_experts_per_tok", self.num_experts_per_tok,
                 f"an integer in 1..num_local_experts ({self.num_local_experts})")
+        for field in ("moe_intermediate_size", "shared_expert_intermediate_size", "num_dense_layers"):
+            if not is_int(getattr(self, field)) or getattr(self, field) < 0:
+                bad(field, getattr(self, field), "an integer >= 0")
+        if self.num_local_experts and self.num_dense_layers >= self.num_hidden_layers:
+            bad("num_dense_layers", self.num_dense_layers, f"fewer than num_hidden_layers ({self.num_hidden_layers})")
 
     @property
     def dtype_bytes(self) -> int:
@@ -322,16 +334,34 @@ class ModelSpec:
         return 3 if self.gated_mlp else 2
 
     @property
+    def expert_intermediate_size(self) -> int:
+        """One routed expert's width."""
+        return self.moe_intermediate_size or self.intermediate_size
+
+    @property
+    def num_moe_layers(self) -> int:
+        """Layers whose MLP is experts (0 for a dense model)."""
+        return self.num_hidden_layers - self.num_dense_layers if self.num_local_experts else 0
+
+    @property
     def num_parameters(self) -> int:
         """Weights counted from the shapes (norms and biases omitted: < 0.1 % of any listed model)."""
-        h, L = self.hidden_size, self.num_hidden_layers
+        h, L, lm = self.hidden_size, self.num_hidden_layers, self.num_moe_layers
         attn = h * (self.num_attention_heads + 2 * self.num_key_value_heads) * self.head_dim
         attn += self.num_attention_heads * self.head_dim * h
-        mlp = self.mlp_matrices * h * self.intermediate_size
-        if self.num_local_experts:
-            mlp = self.num_local_experts * mlp + h * self.num_local_experts  # experts + router
+        dense = self.mlp_matrices * h * self.intermediate_size
+        moe = (self.num_local_experts * self.mlp_matrices * h * self.expert_intermediate_size  # routed experts
+               + h * self.num_local_experts  # the router
+               + self.mlp_matrices * h * self.shared_expert_intermediate_size)
         embed = self.vocab_size * h * (1 if self.tie_word_embeddings else 2)
-        return L * (attn + mlp) + embed
+        return L * attn + (L - lm) * dense + lm * moe + embed
+
+    @property
+    def num_active_parameters(self) -> int:
+        """Weights one token goes through: its top-k routed experts instead of all of them."""
+        lm, k = self.num_moe_layers, self.num_experts_per_tok
+        idle = self.num_local_experts - k
+        return self.num_parameters - lm * idle * self.mlp_matrices * self.hidden_size * self.expert_intermediate_size
 
     @classmethod
     def from_config(cls, config: dict, name: str, source: str = "config.json", text: str | None = None) -> ModelSpec:
@@ -376,14 +406,19 @@ class ModelSpec:
         inter = integer("intermediate_size", "n_inner", "ffn_dim", default=4 * hidden)
         vocab = integer("vocab_size")
         mpe = integer("max_position_embeddings", default=0, maximum=None) or None
-        experts = integer("num_local_experts", minimum=0, default=0)
+        _refuse_unmodelled(doc, config)
+        # routed experts under Mixtral's and MiniMax's name, Qwen-MoE's, DeepSeek's
+        experts_key = key_of("num_local_experts", "num_experts", "n_routed_experts") or "num_local_experts"
+        experts = integer(experts_key, minimum=0, default=0)
         per_tok = integer("num_experts_per_tok", minimum=0, default=0)
         if experts and not 0 < per_tok <= experts:
             where = ("num_experts_per_tok",)
-            expected = f"an integer in 1..num_local_experts ({experts})"
+            expected = f"an integer in 1..{experts_key} ({experts})"
             if key_of("num_experts_per_tok") is None:
                 doc.fail(where, f"missing field; expected {expected}")
             doc.fail_type(where, per_tok, expected)
+        moe_inter = integer("moe_intermediate_size", minimum=0, default=0) if experts else 0
+        shared, dense_layers = _shared_and_dense(doc, config, integer, experts, moe_inter or inter, layers)
         model_type = config.get("model_type") or ""
         if not isinstance(model_type, str):
             doc.fail_type(("model_type",), model_type, "a string")
@@ -402,10 +437,60 @@ class ModelSpec:
                 num_key_value_heads=kv_heads, head_dim=head_dim, intermediate_size=inter, vocab_size=vocab,
                 max_position_embeddings=mpe, torch_dtype=dtype, num_local_experts=experts,
                 num_experts_per_tok=per_tok, gated_mlp=model_type not in NON_GATED_MODEL_TYPES,
-                tie_word_embeddings=tied,
+                tie_word_embeddings=tied, moe_intermediate_size=moe_inter, shared_expert_intermediate_size=shared,
+                num_dense_layers=dense_layers,
             )
         except ConfigError as exc:
             raise ConfigError(f"{source}: {exc}") from None
+
+
+# Keys of architectures whose attention servesim does not model yet: a config that sets one is refused, naming
+# it, rather than read as the plain attention it is not.
+UNMODELLED_KEYS = {
+    "kv_lora_rank": "multi-head latent attention (MLA: DeepSeek-V2/V3, Kimi-K2)",
+    "q_lora_rank": "multi-head latent attention (MLA: DeepSeek-V2/V3, Kimi-K2)",
+    "index_topk": "DeepSeek sparse attention (DSA)",
+    "linear_num_key_heads": "linear attention (Gated DeltaNet: Qwen3-Next, Qwen3.5)",
+    "attention_chunk_size": "chunked local attention (Llama 4)",
+    "interleave_moe_layer_step": "interleaved MoE layers (Llama 4)",
+}
+ATTENTION_LAYER_TYPES = ("full_attention",)
+
+
+def _refuse_unmodelled(doc: InputDoc, config: dict) -> None:
+    for key, what in UNMODELLED_KEYS.items():
+        if config.get(key) is not None:
+            doc.fail((key,), f"{what} is not modelled yet; expected a config without {key}")
+    kinds = config.get("layer_types")
+    if kinds is not None:
+        if not isinstance(kinds, list) or not all(isinstance(k, str) for k in kinds):
+            doc.fail_type(("layer_types",), kinds, "a list of layer kinds")
+        other = sorted(set(kinds) - set(ATTENTION_LAYER_TYPES))
+        if other:
+            doc.fail(("layer_types",), f"{other[0]} layers are not modelled yet; expected only "
+                     f"{', '.join(ATTENTION_LAYER_TYPES)}")
+
+
+def _shared_and_dense(doc: InputDoc, config: dict, integer, experts: int, expert_width: int,
+                      layers: int) -> tuple[int, int]:
+    """(the shared experts' total width, the layers with a dense MLP) of a MoE config, under each family's keys:
+    Qwen2-MoE's `shared_expert_intermediate_size`, DeepSeek's `n_shared_experts` (each an expert's width) and
+    `first_k_dense_replace`, MiniMax-M2's `shared_intermediate_size`, Qwen-MoE's `mlp_only_layers` and
+    `decoder_sparse_step` (layer i has experts when i is not listed and (i + 1) % step == 0)."""
+    if not experts:
+        return 0, 0
+    shared = integer("shared_expert_intermediate_size", minimum=0, default=0)
+    shared += integer("shared_intermediate_size", minimum=0, default=0)
+    shared += integer("n_shared_experts", minimum=0, default=0) * expert_width
+    first_dense = integer("first_k_dense_replace", minimum=0, default=0, maximum=layers - 1)
+    step = integer("decoder_sparse_step", minimum=1, default=1, maximum=layers)
+    only = config.get("mlp_only_layers") or []
+    if not isinstance(only, list) or not all(is_int(i) and 0 <= i < layers for i in only):
+        doc.fail_type(("mlp_only_layers",), only, f"a list of layer indices in 0..{layers - 1}")
+    sparse = [i for i in range(first_dense, layers) if i not in only and (i + 1) % step == 0]
+    if not sparse:
+        doc.fail(("mlp_only_layers",), "no layer has experts; expected a MoE layer (or no experts)")
+    return shared, layers - len(sparse)
 
 
 # -- GPU specs -------------------------------------------------------------------------------------------------

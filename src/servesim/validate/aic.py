@@ -24,7 +24,8 @@ from servesim.errors import ConfigError
 from servesim.validate.rows import Point
 
 MODELS = {"meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b", "nvidia/Llama-3.1-8B-Instruct-FP8": "llama-3.1-8b",
-          "meta-llama/Llama-3.1-70B": "llama-3.1-70b", "Qwen/Qwen3-32B": "qwen3-32b"}
+          "meta-llama/Llama-3.1-70B": "llama-3.1-70b", "Qwen/Qwen3-32B": "qwen3-32b",
+          "MiniMaxAI/MiniMax-M2.5": "minimax-m2.5", "Qwen/Qwen3-235B-A22B-FP8": "qwen3-235b-a22b"}
 GPUS = {"h100_sxm": "h100-80gb", "h200_sxm": "h200"}
 ENGINES = ("vllm", "sglang")
 MEASURED_WAVES, MIN_MEASURED = 4, 8
@@ -73,6 +74,8 @@ def read_silicon(path: Path | None = None, start: str = "staggered",
             fields |= {"start": start, "num_requests": max(MIN_MEASURED, MEASURED_WAVES * c), "warmup_requests": c}
         if row["gemm_quant_mode"] == "fp8":
             fields["quantization"] = "fp8"
+        if _set(row["moe_ep_size"]):  # whole experts over the TP ranks (`_out_of_reach`: ep = tp, MoE TP 1)
+            fields["enable_expert_parallel"] = True
         if row["precision"] == "fp8":  # AIConfigurator's fp8 precision profile: FP8 GEMMs and an FP8 KV cache
             fields["kv_cache_dtype"] = "fp8"
         ttft, tpot = float(row["silicon_ttft_ms"]), float(row["silicon_tpot_ms"])
@@ -93,9 +96,20 @@ def _out_of_reach(row: dict) -> str | None:
         return f"GPU {row['system']} is not a servesim GPU yet"
     if row["backend"] not in ENGINES:
         return f"engine {row['backend']} has no servesim scheduler yet"
-    for name in ("pp_size", "attention_dp_size", "moe_ep_size"):
-        if row[name] not in (None, "", "0", "1"):  # (0: not set, for a dense model)
+    for name in ("pp_size", "attention_dp_size"):
+        if _set(row[name]):
             return f"{name} {row[name]} is not modelled yet"
-    if row["gemm_quant_mode"] not in (None, "", "fp8"):
-        return f"{row['gemm_quant_mode']} weights are not modelled yet"
+    ep, tp, moe_tp = row["moe_ep_size"], row["tp_size"], row["moe_tp_size"]
+    if _set(ep) and (ep != tp or _set(moe_tp)):  # vLLM's --enable-expert-parallel: EP = TP x DP
+        return f"moe_ep_size {ep} beside moe_tp_size {moe_tp} (tp_size {tp}) is not modelled yet"
+    if not _set(ep) and _set(moe_tp) and moe_tp != tp:
+        return f"moe_tp_size {moe_tp} apart from tp_size {tp} is not modelled yet"
+    for name in ("gemm_quant_mode", "moe_quant_mode"):
+        if row[name] not in (None, "", "fp8"):
+            return f"{row[name]} weights are not modelled yet"
     return None
+
+
+def _set(value: str | None) -> bool:
+    """Whether a parallel size is more than one (the file writes 0 or nothing where it is not set)."""
+    return value not in (None, "", "0", "1")

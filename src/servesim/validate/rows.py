@@ -8,7 +8,9 @@ identical requests, or `request_rate`: Poisson, inference-perf's constant stage,
 `ntpot_ms` (inference-perf's latency / output tokens) (means, the client's own definitions), `output_throughput`
 (tokens/s). Optional: `warmup_requests`
 (excluded from the metrics, as the client excludes them), `max_num_seqs`, `max_num_batched_tokens`,
-`quantization`, `cost` (a servesim cost model: default `roofline`; `toy` makes predictions derivable by hand),
+`quantization`, `enable_expert_parallel` (true: a MoE model's whole experts over the TP GPUs, vLLM's
+`--enable-expert-parallel`), `cost` (a servesim cost model: default `roofline`; `toy` makes predictions derivable
+by hand),
 `engine_version` (carried into the groups), `start` (`together`, the default: a closed loop's users all start at
 0, and identical requests stay in waves; `staggered`: they start a C-th of a lone request's latency apart, a
 desynchronised stream), `frontend` (the path outside the engine core, `servesim.engine.frontend`: vllm, sglang
@@ -27,7 +29,7 @@ from servesim.errors import WorkloadError
 REQUIRED = ("model", "gpu", "engine", "client", "isl", "osl", "num_requests")
 METRICS = ("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms", "ntpot_ms", "output_throughput")
 OPTIONAL = ("tp", "concurrency", "request_rate", "warmup_requests", "max_num_seqs", "max_num_batched_tokens",
-            "quantization", "cost", "engine_version", "id", "start", "frontend")
+            "quantization", "cost", "engine_version", "id", "start", "frontend", "enable_expert_parallel")
 INTS = ("tp", "isl", "osl", "num_requests", "concurrency", "warmup_requests", "max_num_seqs",
         "max_num_batched_tokens")
 
@@ -115,6 +117,10 @@ def _point(path: Path, line: int | str, row: dict) -> Point:
             continue
         if name in INTS:
             fields[name] = _number(path, line, name, text, int)
+        elif name == "enable_expert_parallel":
+            if text.strip().lower() not in ("true", "false"):
+                raise WorkloadError(f"{path}:{line}: {name}: got {text!r}; expected true or false")
+            fields[name] = text.strip().lower() == "true"
         elif name in METRICS or name == "request_rate":
             value = _number(path, line, name, text, float)
             (measured if name in METRICS else fields)[name] = value

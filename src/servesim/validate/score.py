@@ -122,7 +122,8 @@ def predict(p: Point) -> dict[str, float]:
     version = f.get("engine_version") if cost_name == "aic" and f.get("engine_version") != "?" else None
     cost = build_cost("toy") if cost_name == "toy" else build_cost(
         cost_name, model=f["model"], gpu=f["gpu"], tp=f.get("tp", 1), quantization=f.get("quantization"),
-        kv_cache_dtype=f.get("kv_cache_dtype"), default_engine=preset, aic_backend_version=version)
+        kv_cache_dtype=f.get("kv_cache_dtype"), default_engine=preset, aic_backend_version=version,
+        enable_expert_parallel=f.get("enable_expert_parallel"))
     knobs = {k: f[k] for k in ("max_num_seqs", "max_num_batched_tokens") if k in f}
     if f.get("frontend", "none") != "none":  # the path outside the engine core (`servesim.engine.frontend`)
         from servesim.engine.frontend import frontend

@@ -1,0 +1,107 @@
+"""MoE models as their config.json gives them (Qwen3-MoE's, DeepSeek's, MiniMax-M2's keys) and their experts on
+the roofline: sharded by width (vLLM's default) or whole (--enable-expert-parallel). Every number by hand."""
+
+import json
+
+import pytest
+from helpers import cli
+
+from servesim.cost import Roofline, StepShape
+from servesim.cost.specs import load_model
+from servesim.errors import ConfigError
+
+
+def test_qwen3_moe_models_have_their_published_sizes():
+    # Qwen's model cards: Qwen3-30B-A3B 30.5B parameters (29.9B non-embedding), 3.3B activated; Qwen3-235B-A22B
+    # 235B (234B non-embedding), 22B activated. Embeddings: 2 x 151,936 x hidden
+    for name, total, non_embedding, active in (("qwen3-30b-a3b", 30.5, 29.9, 3.3), ("qwen3-235b-a22b", 235, 234, 22)):
+        m = load_model(name)
+        assert (m.num_local_experts, m.num_experts_per_tok, m.num_moe_layers) == (128, 8, m.num_hidden_layers)
+        digits = 1 if total < 100 else 0
+        assert round(m.num_parameters / 1e9, digits) == total
+        assert round((m.num_parameters - 2 * 151_936 * m.hidden_size) / 1e9, digits) == non_embedding
+        assert abs(m.num_active_parameters / (active * 1e9) - 1) < 0.02
+
+
+def test_minimax_m2_5_has_its_published_size():
+    # MiniMax's model card: 230B parameters, 10B activated (the embeddings apart: 2 x 200,064 x 3,072)
+    m = load_model("minimax-m2.5")
+    assert m.expert_intermediate_size == m.intermediate_size == 1536  # (its experts' width is intermediate_size)
+    assert abs(m.num_parameters / 230e9 - 1) < 0.01
+    assert round((m.num_active_parameters - 2 * 200_064 * 3072) / 1e9) == 10
+
+
+def _config(tmp_path, **keys):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"hidden_size": 64, "num_hidden_layers": 4, "num_attention_heads": 4,
+                                "vocab_size": 100, "intermediate_size": 256, "tie_word_embeddings": False} | keys,
+                               indent=1))
+    return str(path)
+
+
+def test_deepseek_style_shared_experts_and_dense_layers(tmp_path):
+    # DeepSeek's keys: 8 routed experts of width 32, 2 shared ones, the first layer dense. Per layer: attention
+    # 64 x 12 x 16 (qkv) + 64 x 64 (o) = 16,384; the dense MLP 3 x 64 x 256 = 49,152; a MoE layer 8 x 3 x 64 x 32
+    # + 64 x 8 (router) + 3 x 64 x 64 (shared) = 61,952; embeddings 2 x 100 x 64. 4 x 16,384 + 49,152 + 3 x
+    # 61,952 + 12,800 = 313,344
+    m = load_model(_config(tmp_path, n_routed_experts=8, num_experts_per_tok=2, moe_intermediate_size=32,
+                           n_shared_experts=2, first_k_dense_replace=1))
+    assert (m.num_dense_layers, m.num_moe_layers, m.shared_expert_intermediate_size) == (1, 3, 64)
+    assert m.num_parameters == 313_344
+    # on one GPU in 16 bits the roofline holds every one of them
+    assert Roofline(m, "h100", 1).weight_bytes == 2 * 313_344
+
+
+def test_qwen_sparse_step_and_mlp_only_layers(tmp_path):
+    # Qwen-MoE's rule: layer i has experts when it is not in mlp_only_layers and (i + 1) % step == 0: of 0..3 at
+    # step 2, layers 1 and 3; layer 1 listed: only layer 3 has experts
+    m = load_model(_config(tmp_path, num_experts=4, num_experts_per_tok=1, decoder_sparse_step=2,
+                           mlp_only_layers=[1]))
+    assert (m.num_moe_layers, m.num_dense_layers) == (1, 3)
+
+
+@pytest.mark.parametrize(("keys", "said"), [
+    ({"kv_lora_rank": 512}, "config.json:[0-9]+: kv_lora_rank: multi-head latent attention"),
+    ({"layer_types": ["full_attention", "sliding_attention"]}, "layer_types: sliding_attention layers are not "
+                                                                "modelled yet"),
+    ({"linear_num_key_heads": 16}, "linear_num_key_heads: linear attention"),
+    ({"num_experts": 4, "num_experts_per_tok": 1, "mlp_only_layers": [0, 1, 2, 3]}, "no layer has experts"),
+])
+def test_architectures_not_modelled_are_refused_naming_the_key(tmp_path, keys, said):
+    with pytest.raises(ConfigError, match=said):
+        load_model(_config(tmp_path, **keys))
+
+
+def test_experts_sharded_by_width_or_whole_read_the_same_bytes_differently():
+    # Qwen3-30B-A3B at TP 2, one decode token: its top-8 of 128 experts, 128 x (1 - (1 - 8/128)) = 8 of them.
+    # By width (vLLM's default) each GPU reads 8 half-experts (gate_up 2,048 x 768, bf16) and moves the token's 8
+    # routed copies in and out; whole experts (--enable-expert-parallel) each GPU holds 64 experts, 4 of the 8
+    # touched and 4 of the routed copies, each at full width (gate_up 2,048 x 1,536). Over 48 layers.
+    tp = Roofline("qwen3-30b-a3b", "h100", 2)
+    ep = Roofline("qwen3-30b-a3b", "h100", 2, enable_expert_parallel=True)
+    shape = StepShape.of(decodes=[100])
+    up = {r: {o.name: o for o in r.breakdown(shape)}["experts.gate_up_proj"] for r in (tp, ep)}
+    assert up[tp].bytes == pytest.approx(48 * (8 * 2048 * 768 * 2 + 8 * (2048 + 768) * 2))
+    assert up[ep].bytes == pytest.approx(48 * (4 * 2048 * 1536 * 2 + 4 * (2048 + 1536) * 2))
+    # the weights a GPU holds are the same: 64 whole experts = 128 halves
+    assert tp.weight_bytes == ep.weight_bytes
+    assert tp.step_time(shape) == pytest.approx(sum(o.seconds for o in tp.breakdown(shape)), rel=1e-12)
+    assert ep.step_time(shape) == pytest.approx(sum(o.seconds for o in ep.breakdown(shape)), rel=1e-12)
+
+
+def test_expert_parallel_is_refused_where_it_cannot_be(tmp_path):
+    with pytest.raises(ConfigError, match="--enable-expert-parallel: llama-3-8b has no experts"):
+        Roofline("llama-3-8b", "h100", 1, enable_expert_parallel=True)
+    m = load_model(_config(tmp_path, num_experts=6, num_experts_per_tok=2, moe_intermediate_size=32))
+    with pytest.raises(ConfigError, match="the experts' 4 ranks must divide the 6 experts"):
+        Roofline(m, "h100", 4, enable_expert_parallel=True)
+    Roofline(m, "h100", 4)  # (by width: 32 / 4 each)
+
+
+def test_the_flag_reaches_the_cost_and_is_refused_for_a_profile(monkeypatch, capsys):
+    code, out, err = cli(monkeypatch, capsys, "cost", "--model", "qwen3-30b-a3b", "--tp", "2",
+                         "--enable-expert-parallel", "--decodes", "4", "--json")
+    assert code == 0, err
+    code, _, err = cli(monkeypatch, capsys, "cost", "--model", "llama-3-8b", "--enable-expert-parallel",
+                       "--decodes", "4")
+    assert code == 2 and "has no experts" in err
