@@ -14,7 +14,9 @@ estimator: servesim's scheduler decides the step, this tier times it, servesim's
 - the LM head GEMM at S tokens, the same way (16-bit, as vLLM keeps it) and, priced by the roofline, the sampler;
 - context attention per prefill chunk (t new tokens over c cached: `s` = c + t, `prefix` = c), memoised per
   (t, c); generation attention for the step's decodes at their mean KV length, memoised per (n, length);
-- a MoE model's experts by the roofline (no MoE operator is mapped yet), said in `fallbacks`;
+- a MoE model's MLPs per MoE layer as AIConfigurator describes them (`sdk/models/blocks/moe.py`): the router
+  GEMM (16-bit), the shared experts' GEMMs, its MoE operator at the layout's MoE TP and EP under its own routing
+  default (power law, alpha 1.2), and the dense layers' MLP, at T tokens as the dense list;
 - an operator list the tables have no row for (vLLM's FP8-KV context attention on an H100, in 0.24.0's) by the
   roofline, the library's reason kept in `fallbacks` and said by `servesim cost`.
 
@@ -111,8 +113,6 @@ class AicKernels(Roofline):
         self.fallbacks: dict[str, str] = {}  # operator list -> why the tables could not price it (the roofline did)
         self._memo: dict[tuple, float] = {}
         self._json = self._ops(common, ops)
-        if self._moe is not None:
-            self.fallbacks["experts"] = "no MoE operator is mapped to the tables yet"
 
     def _ops(self, common, ops) -> dict[str, str]:
         """The operator lists, in AIConfigurator's terms (`sdk/models/llama.py`), one JSON each."""
@@ -136,12 +136,37 @@ class AicKernels(Roofline):
                       ops.GEMM("down_proj", L, h, inter, gq, low_precision_input=True)]
         if tp > 1:
             dense += [ops.CustomAllReduce("all_reduce", 2 * L + 1, h, tp)]
-        return {"dense": self._build_ops_json(dense),
+        more = {"moe": self._build_ops_json(self._moe_ops_aic(common, ops, gq))} if m.num_local_experts else {}
+        return more | {"dense": self._build_ops_json(dense),
                 "lm_head": self._build_ops_json([ops.GEMM("lm_head", 1, vocab, h, common.GEMMQuantMode.bfloat16)]),
                 "context": self._build_ops_json([ops.ContextAttention("attention (prefill)", L, heads, kv, kvq, fmha,
                                                                       head_size=hd)]),
                 "generation": self._build_ops_json([ops.GenerationAttention("attention (decode)", L, heads, kv, kvq,
                                                                             head_size=hd)])}
+
+    def _moe_ops_aic(self, common, ops, gq) -> list:
+        """A MoE model's MLPs in AIConfigurator's terms (`sdk/models/blocks/moe.py`): per MoE layer the router
+        GEMM (16 bits), the shared experts' GEMMs, the experts as its MoE operator at the layout's MoE TP and EP
+        and AIConfigurator's own routing default (power law, alpha 1.2: `sdk/models/moe.py`, the distribution
+        its MoE tables are measured under); the dense layers' MLP."""
+        m, tp = self.model, self.tp
+        h, lm, ld = m.hidden_size, m.num_moe_layers, m.num_dense_layers
+        ep = tp if self.enable_expert_parallel else 1
+        mq = common.MoEQuantMode.fp8 if self.quantization == "fp8" else common.MoEQuantMode.bfloat16
+        out = [ops.GEMM("router", lm, m.num_local_experts, h, common.GEMMQuantMode.bfloat16)]
+        sw = m.shared_expert_intermediate_size // tp
+        if sw:
+            out += [ops.GEMM("shared_expert.gate_up_proj", lm, 2 * sw, h, gq),
+                    ops.ElementWise("shared_expert.act_and_mul", lm, 2 * sw, sw, 0.8),
+                    ops.GEMM("shared_expert.down_proj", lm, h, sw, gq, low_precision_input=True)]
+        out += [ops.MoE("experts", lm, h, m.expert_intermediate_size, m.num_experts_per_tok, m.num_local_experts,
+                        tp // ep, ep, mq, "power_law_1.2", 1)]
+        if ld:
+            inter = m.intermediate_size // tp
+            out += [ops.GEMM("gate_up_proj", ld, 2 * inter, h, gq),
+                    ops.ElementWise("act_and_mul", ld, 2 * inter, inter, 0.8),
+                    ops.GEMM("down_proj", ld, h, inter, gq, low_precision_input=True)]
+        return out
 
     def _check_finite(self) -> None:
         """(The roofline probes a step of 2^30 tokens at build; the tables are checked per value instead.)"""
@@ -183,6 +208,8 @@ class AicKernels(Roofline):
         if which == "lm_head":
             fc, fm = self._gemm(key[1], *self._lm, quantized=False)
             return max(fc, fm) + self._kl
+        if which == "moe":
+            return self._moe_time(key[1])
         if which == "context":
             q, c = key[1], key[2]
             cp, per_q, floor, mem = self._ap
@@ -219,7 +246,7 @@ class AicKernels(Roofline):
     def _fixed(self, tokens: int, sampled: int) -> float:
         t = self._by_count("dense", tokens)
         if self._moe is not None:
-            t += self._moe_time(tokens)
+            t += self._by_count("moe", tokens)
         if sampled:
             t += self._by_count("lm_head", sampled)
             t += self._sampler_bytes * sampled * self._m + self._kl  # the sampler, by the roofline
@@ -282,7 +309,7 @@ class AicKernels(Roofline):
         if shape.num_sampled:
             out += self._count_rows("lm_head", shape.num_sampled)
         if self._moe is not None:
-            out.append(OpCost("experts (roofline)", self._moe_time(tokens), "roofline"))
+            out += self._count_rows("moe", tokens)
         if shape.num_sampled:
             out.append(OpCost("sampler (roofline)", self._sampler_bytes * shape.num_sampled * self._m + self._kl,
                               "roofline"))
