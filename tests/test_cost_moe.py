@@ -61,7 +61,7 @@ def test_qwen_sparse_step_and_mlp_only_layers(tmp_path):
 
 
 @pytest.mark.parametrize(("keys", "said"), [
-    ({"kv_lora_rank": 512}, "config.json:[0-9]+: kv_lora_rank: multi-head latent attention"),
+    ({"index_topk": 2048}, "config.json:[0-9]+: index_topk: DeepSeek sparse attention"),
     ({"layer_types": ["full_attention", "sliding_attention"]}, "layer_types: sliding_attention layers are not "
                                                                 "modelled yet"),
     ({"linear_num_key_heads": 16}, "linear_num_key_heads: linear attention"),
@@ -105,3 +105,51 @@ def test_the_flag_reaches_the_cost_and_is_refused_for_a_profile(monkeypatch, cap
     code, _, err = cli(monkeypatch, capsys, "cost", "--model", "llama-3-8b", "--enable-expert-parallel",
                        "--decodes", "4")
     assert code == 2 and "has no experts" in err
+
+
+def test_deepseek_v3_has_its_published_size_and_latent_kv():
+    # DeepSeek-V3's report: 671B parameters, 37B activated per token (the MTP module apart). MLA caches one latent
+    # of kv_lora_rank + rope = 512 + 64 per layer and token: 61 x 576 x 2 bytes = 70,272 B in BF16, the same on
+    # every GPU whatever the TP (vLLM does not split the latent)
+    m = load_model("deepseek-v3")
+    assert (m.num_dense_layers, m.num_moe_layers, m.shared_expert_intermediate_size) == (3, 58, 2048)
+    assert round(m.num_parameters / 1e9) == 671 and round(m.num_active_parameters / 1e9) == 38  # 37.55
+    assert Roofline(m, "h200", 8).kv_bytes_per_token == Roofline(m, "h200", 1).kv_bytes_per_token == 61 * 576 * 2
+    assert Roofline(m, "h200", 8, kv_cache_dtype="fp8").kv_bytes_per_token == 61 * 576
+
+
+def test_deepseek_v3_blocks_on_eight_h200s():
+    # FP8 weights per GPU at TP 8 (16 heads each): attention per layer fused_qkv_a_proj 7,168 x (1,536 + 512 + 64)
+    # (replicated) + q_b_proj 1,536 x 16 x 192 + W_UK 16 x 128 x 512 + W_UV 16 x 512 x 128 + o_proj 16 x 128 x
+    # 7,168 = 36,634,624; 3 dense MLPs 7,168 x 4,608 + 2,304 x 7,168; 58 MoE layers of 256 experts (7,168 x 512 +
+    # 256 x 7,168 each, widths / 8) and the shared expert at the same widths; 16-bit router (7,168 x 256 each) and
+    # embeddings (16,160 x 7,168, twice)
+    from servesim.cost.specs import load_gpu
+
+    r = Roofline("deepseek-v3", "h200", 8, quantization="fp8")
+    expert = 7168 * 512 + 256 * 7168
+    weights = (61 * 36_634_624 + 3 * (7168 * 4608 + 2304 * 7168) + 58 * 257 * expert
+               + 2 * (58 * 7168 * 256 + 2 * 16160 * 7168))
+    assert r.weight_bytes == weights
+    # vLLM's profile at 8,192 batched tokens, 1,024 sequences: 8,192 x 2 x (2 x 7,168 + 6,912) (8 routed rows x
+    # (512 + 256) + the shared expert's 768, as the dense MLP's 4,608 + 2,304) + 1,024 x 129,280 x 4 B of logits
+    activation = 8192 * 2 * (2 * 7168 + 6912) + 1024 * 129_280 * 4
+    free = load_gpu("h200").memory_bytes * 0.9 - weights - activation
+    assert r.num_gpu_blocks(16, 0.9, 8192, 1024) == int(free // (16 * 70_272))
+
+
+def test_an_mla_decode_reads_the_latents_once_for_every_head():
+    # one decode at 999 cached tokens reads 1,000 latents of 576 x 2 B per layer; its query in (16 heads x (512 +
+    # 512 + 64)), its latent written: (16 x 1,088 + 576) x 2 B; 61 layers
+    r = Roofline("deepseek-v3", "h200", 8, quantization="fp8")
+    attn = {o.name: o for o in r.breakdown(StepShape.of(decodes=[999]))}["attention (decode)"]
+    assert attn.bytes == 61 * (576 * 2 * 1000 + (16 * 1088 + 576) * 2)
+    # absorbed: 2 x 16 x (2 x 512 + 64) FLOPs per (query, position) pair
+    assert attn.flops == 61 * 2 * 16 * (2 * 512 + 64) * 1000
+
+
+def test_the_measured_kernel_tier_refuses_mla_for_now():
+    from servesim.cost.aic import AicKernels
+
+    with pytest.raises(ConfigError, match="deepseek-v3's multi-head latent attention is not mapped"):
+        AicKernels("deepseek-v3", "h200", 8, quantization="fp8")

@@ -109,7 +109,7 @@ def test_aic_silicon_rows_as_deployments(tmp_path):
     # out of reach for each reason
     rows = ["ok,src,vllm,0.12.0,Qwen/Qwen3-32B,h100_sxm,fp8,agg,1024,128,fp8,,16,2,1,,,,100,10",
             "pd,src,vllm,0.12.0,Qwen/Qwen3-32B,h100_sxm,fp8,disagg,1024,128,fp8,,16,2,1,,,,100,10",
-            "moe,src,vllm,0.12.0,deepseek-ai/DeepSeek-R1,h200_sxm,fp8,agg,1024,128,fp8,fp8,16,8,1,,,,100,10",
+            "moe,src,vllm,0.12.0,zhipuai/GLM-5,h200_sxm,fp8,agg,1024,128,fp8,fp8,16,8,1,,,,100,10",
             "bw,src,vllm,0.12.0,Qwen/Qwen3-32B,b200_sxm,fp8,agg,1024,128,fp8,,16,2,1,,,,100,10",
             "trt,src,trtllm,1.0,Qwen/Qwen3-32B,h100_sxm,fp8,agg,1024,128,fp8,,16,2,1,,,,100,10",
             "blk,src,sglang,0.5.9,Qwen/Qwen3-32B,h100_sxm,fp8,agg,1024,128,fp8_block,,16,2,1,,,,100,10",
@@ -133,7 +133,7 @@ def test_aic_silicon_rows_as_deployments(tmp_path):
     assert points[0].measured == {"ttft_ms": 100.0, "tpot_ms": 10.0, "e2el_ms": 1370.0}
     assert [why for _, why in out] == [
         "pd: disagg serving with a closed-loop client is not modelled yet",
-        "moe: model deepseek-ai/DeepSeek-R1 is not a servesim model yet",
+        "moe: model zhipuai/GLM-5 is not a servesim model yet",
         "bw: GPU b200_sxm is not a servesim GPU yet",
         "trt: engine trtllm has no servesim scheduler yet",
         "blk: fp8_block weights are not modelled yet",

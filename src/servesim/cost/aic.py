@@ -104,6 +104,9 @@ class AicKernels(Roofline):
                  backend_version: str | None = None, enable_expert_parallel: bool = False) -> None:
         super().__init__(model, gpu, tp, engine=engine, quantization=quantization, kv_cache_dtype=kv_cache_dtype,
                          enable_expert_parallel=enable_expert_parallel)
+        if self.model.is_mla:
+            raise ConfigError(f"--cost aic: {self.model.name}'s multi-head latent attention is not mapped to "
+                              "AIConfigurator's tables yet; expected --cost roofline")
         common, pdb, ops, handle_cls, self._build_ops_json = _library()
         family = (engine.name if engine is not None else "vllm").split("-")[0]
         self.database = database_for(self.gpu.name, family, backend_version)
@@ -213,8 +216,9 @@ class AicKernels(Roofline):
         if which == "context":
             q, c = key[1], key[2]
             cp, per_q, floor, mem = self._ap
-            fc = self._attn_flops * (q * c + q * (q + 1) // 2) * cp + per_q * q
-            fm = (self._attn_bytes_kv * (c + q) + self._attn_bytes_q * q) * mem
+            fp, fkv, bkv, bq = self._attn_prefill
+            fc = fp * (q * c + q * (q + 1) // 2) * cp + fkv * (c + q) * cp + per_q * q
+            fm = (bkv * (c + q) + bq * q) * mem
             return L * (max(fc, fm) + floor)
         n, kv = key[1], key[2]
         cp, mem, floor = self._ad

@@ -152,6 +152,7 @@ class Roofline:
 
     __slots__ = ("name", "model", "gpu", "tp", "params", "kv_bytes_per_token", "_c", "_m", "_kl", "_L", "_gemms",
                  "_moe", "_cq", "_dw", "quantization", "kv_cache_dtype", "enable_expert_parallel", "_kernels_layers",
+                 "_attn_prefill",
                  "_attn_flops", "_attn_bytes_kv",
                  "_attn_bytes_q", "_elem_bytes", "_elem_s", "_elem_floor", "_ap", "_ad",
                  "_lm", "_sampler_bytes", "_ar_bytes", "_ar_count", "_ar_link", "_weights", "_act_bytes",
@@ -196,27 +197,56 @@ class Roofline:
         # (name, k, n): a [tokens x k] @ [k x n] GEMM per layer, per GPU.
         mlp = [("gate_up_proj", h, gate_up), ("down_proj", inter, h)]
         self._gemms = [("qkv_proj", h, (heads + 2 * kv_heads) * hd), ("o_proj", heads * hd, h)]
-        self._moe = self._moe_layers(m, tp, mlp) if m.num_local_experts else None
-        if self._moe is None:
-            self._gemms += mlp
         # Attention per layer: 4 FLOPs per (query, key) pair per head dim (QK^T and PV); bytes per KV position
-        # (K and V of the GPU's KV heads, read) and per new token (Q read, O written, its K and V written).
+        # (K and V of the GPU's KV heads, read) and per new token (Q read, O written, its K and V written). The
+        # decode's constants, and the prefill's: (FLOPs per pair, FLOPs per KV position, bytes per KV
+        # position, bytes per new token).
         self._attn_flops = 4.0 * heads * hd
         self._attn_bytes_kv = 2 * kv_heads * hd * dkv
         self._attn_bytes_q = (2 * heads + 2 * kv_heads) * hd * d
         self.kv_bytes_per_token = L * 2 * kv_heads * hd * dkv
+        self._attn_prefill = (self._attn_flops, 0.0, self._attn_bytes_kv, self._attn_bytes_q)
+        if m.is_mla:
+            self._mla(m, heads, d, dkv)
+        attn_w = sum(k * n for _, k, n in self._gemms)
+        self._moe = self._moe_layers(m, tp, mlp) if m.num_local_experts else None
+        if self._moe is None:
+            self._gemms += mlp
         self._set_kernels(m, g, p, tp, heads, kv_heads, inter, gate_up, vocab)
         dense_w, moe_w, router_w = h * gate_up + inter * h, 0, 0
         if self._moe is not None:  # (the router stays in 16 bits under FP8, as vLLM builds it)
             local, _, _, experts, router, shared, _, _ = self._moe
             moe_w, router_w = local * sum(k * n for _, k, n in experts) + sum(k * n for _, k, n in shared), h * router
         lm = m.num_moe_layers
-        self._weights = (self._dw * (L * (h * (heads + 2 * kv_heads) * hd + heads * hd * h) + (L - lm) * dense_w
-                                     + lm * moe_w)
+        self._weights = (self._dw * (L * attn_w + (L - lm) * dense_w + lm * moe_w)
                          + d * (lm * router_w + vocab * h * (1 if m.tie_word_embeddings else 2)))
         act = gate_up + inter if self._moe is None else max(self._moe_act(), (gate_up + inter) * (lm < L))
         self._act_bytes = d * (2 * h + act)  # live activations per token at the MLP
         self._check_finite()
+
+    def _mla(self, m: ModelSpec, heads: int, d: int, dkv: int) -> None:
+        """Multi-head latent attention as vLLM 0.33 runs it (`vllm/model_executor/layers/attention/mla_attention.py`,
+        `MLACommonImpl`; DeepSeek-V3's modules): per GPU the replicated fused_qkv_a_proj (hidden -> q_lora_rank +
+        kv_lora_rank + rope), q_b_proj and o_proj over the GPU's heads; each layer caches one latent of
+        kv_lora_rank + rope per token, the same on every GPU (not split by TP). A decode runs absorbed: its query
+        through kv_b_proj's W_UK (per head nope -> rank), attention over the latents (QK over rank + rope, PV
+        over rank), the result through W_UV (rank -> v); a prefill chunk decompresses its c + q positions'
+        latents through kv_b_proj and attends with nope + rope / v head dims. The absorbed projections are
+        priced for every new token (a prefill's own W_UK/W_UV work overcounts by under 2 % of its FLOPs)."""
+        h, r, ql, rope = m.hidden_size, m.kv_lora_rank, m.q_lora_rank, m.qk_rope_head_dim
+        nope, v, qk = m.qk_nope_head_dim, m.v_head_dim, m.qk_nope_head_dim + m.qk_rope_head_dim
+        q = [("fused_qkv_a_proj", h, ql + r + rope), ("q_b_proj", ql, heads * qk)] if ql else \
+            [("q_proj", h, heads * qk), ("kv_a_proj_with_mqa", h, r + rope)]
+        self._gemms = q + [("kv_b_proj.W_UK", heads * nope, r), ("kv_b_proj.W_UV", heads * r, v),
+                           ("o_proj", heads * v, h)]
+        self._attn_flops = 2.0 * heads * (2 * r + rope)  # absorbed: QK over r + rope, PV over r
+        self._attn_bytes_kv = (r + rope) * dkv  # one latent per position, read by every head
+        self._attn_bytes_q = (heads * (2 * r + rope) + r + rope) * d  # q in, latent out, the token's latent written
+        self.kv_bytes_per_token = m.num_hidden_layers * (r + rope) * dkv
+        # prefill: the decompression GEMM per KV position (rank -> heads x (nope + v)), its K and V written and
+        # read, then attention with qk = nope + rope and v head dims
+        self._attn_prefill = (2.0 * heads * (qk + v), 2.0 * r * heads * (nope + v),
+                              (r + rope) * dkv + 2 * heads * (nope + v) * d, (heads * (qk + v) + r + rope) * d)
 
     def _moe_layers(self, m: ModelSpec, tp: int, dense_mlp: list) -> tuple:
         """A MoE model's MLPs per GPU: (local experts, routed rows per token, the fraction of the experts that
@@ -258,7 +288,8 @@ class Roofline:
         self._ad = (cp, 1.0 / (bw * ed), floor_d)
         # Per layer: two fused_add_rms_norm (read x and residual, write both), rotary (q, k in and out), activation
         # (in 2I/I, out I); per step the embedding lookup (at the GEMMs' bandwidth) and the final norm.
-        norm, rotary = 4 * h * d, 2 * (heads + kv_heads) * hd * d
+        rotated = (heads + 1) * m.qk_rope_head_dim if m.is_mla else (heads + kv_heads) * hd
+        norm, rotary = 4 * h * d, 2 * rotated * d
         if self._moe is None:
             act = (gate_up + inter) * d
         else:  # the MoE layers' activations over the routed rows and shared experts, and the dense layers'
@@ -348,8 +379,9 @@ class Roofline:
         attn = 0.0
         if pq:
             cp, per_q, floor, mem = self._ap
-            fc = self._attn_flops * ppairs * cp + per_q * pq
-            fm = (self._attn_bytes_kv * pkv + self._attn_bytes_q * pq) * mem
+            fp, fkv, bkv, bq = self._attn_prefill
+            fc = fp * ppairs * cp + fkv * pkv * cp + per_q * pq
+            fm = (bkv * pkv + bq * pq) * mem
             attn += (fc if fc > fm else fm) + floor
         if dq:
             cp, mem, floor = self._ad
@@ -493,8 +525,11 @@ class Roofline:
                 rows = [(q, cx) for q, cx, dec in zip(shape.num_new_tokens, shape.num_context_tokens,
                                                       shape.is_decode) if dec == want]
                 if rows:
-                    flops = self._attn_flops * sum(q * cx + q * (q + 1) // 2 for q, cx in rows)
-                    nbytes = sum(self._attn_bytes_kv * (cx + q) + self._attn_bytes_q * q for q, cx in rows)
+                    fp, fkv, bkv, bq = ((self._attn_flops, 0.0, self._attn_bytes_kv, self._attn_bytes_q) if want
+                                        else self._attn_prefill)
+                    flops = (fp * sum(q * cx + q * (q + 1) // 2 for q, cx in rows)
+                             + fkv * sum(cx + q for q, cx in rows))
+                    nbytes = sum(bkv * (cx + q) + bq * q for q, cx in rows)
                     if want:
                         cp, mem, floor = self._ad
                         fc = flops * cp

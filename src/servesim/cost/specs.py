@@ -294,6 +294,13 @@ class ModelSpec:
     moe_intermediate_size: int = 0
     shared_expert_intermediate_size: int = 0
     num_dense_layers: int = 0
+    # Multi-head latent attention (DeepSeek-V2/V3's names; kv_lora_rank 0: not MLA): the KV latent's rank, the
+    # query's (0: queries projected from the hidden states directly), and the per-head dims
+    kv_lora_rank: int = 0
+    q_lora_rank: int = 0
+    qk_nope_head_dim: int = 0
+    qk_rope_head_dim: int = 0
+    v_head_dim: int = 0
 
     def __post_init__(self) -> None:
         """The rules `from_config` applies with the file's line numbers, for a spec built in Python."""
@@ -319,9 +326,12 @@ class ModelSpec:
         if self.num_local_experts and not 0 < self.num_experts_per_tok <= self.num_local_experts:
             bad("num_experts_per_tok", self.num_experts_per_tok,
                 f"an integer in 1..num_local_experts ({self.num_local_experts})")
-        for field in ("moe_intermediate_size", "shared_expert_intermediate_size", "num_dense_layers"):
+        for field in ("moe_intermediate_size", "shared_expert_intermediate_size", "num_dense_layers", "kv_lora_rank",
+                      "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
             if not is_int(getattr(self, field)) or getattr(self, field) < 0:
                 bad(field, getattr(self, field), "an integer >= 0")
+        if self.kv_lora_rank and not (self.qk_nope_head_dim and self.qk_rope_head_dim and self.v_head_dim):
+            bad("qk_nope_head_dim", self.qk_nope_head_dim, "MLA's head dims (qk_nope, qk_rope, v) all > 0")
         if self.num_local_experts and self.num_dense_layers >= self.num_hidden_layers:
             bad("num_dense_layers", self.num_dense_layers, f"fewer than num_hidden_layers ({self.num_hidden_layers})")
 
@@ -339,6 +349,23 @@ class ModelSpec:
         return self.moe_intermediate_size or self.intermediate_size
 
     @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank > 0
+
+    @property
+    def attention_parameters(self) -> int:
+        """One layer's attention weights. MLA (DeepSeek-V3's modules): q_a_proj (hidden x q_lora_rank) and
+        q_b_proj (q_lora_rank x heads x (nope + rope)), or q_proj; kv_a_proj_with_mqa (hidden x (kv_lora_rank +
+        rope)); kv_b_proj (kv_lora_rank x heads x (nope + v)); o_proj (heads x v x hidden)."""
+        h, heads = self.hidden_size, self.num_attention_heads
+        if not self.is_mla:
+            return h * (heads + 2 * self.num_key_value_heads) * self.head_dim + heads * self.head_dim * h
+        r, ql, qk = self.kv_lora_rank, self.q_lora_rank, self.qk_nope_head_dim + self.qk_rope_head_dim
+        q = h * ql + ql * heads * qk if ql else h * heads * qk
+        return (q + h * (r + self.qk_rope_head_dim) + r * heads * (self.qk_nope_head_dim + self.v_head_dim)
+                + heads * self.v_head_dim * h)
+
+    @property
     def num_moe_layers(self) -> int:
         """Layers whose MLP is experts (0 for a dense model)."""
         return self.num_hidden_layers - self.num_dense_layers if self.num_local_experts else 0
@@ -347,8 +374,7 @@ class ModelSpec:
     def num_parameters(self) -> int:
         """Weights counted from the shapes (norms and biases omitted: < 0.1 % of any listed model)."""
         h, L, lm = self.hidden_size, self.num_hidden_layers, self.num_moe_layers
-        attn = h * (self.num_attention_heads + 2 * self.num_key_value_heads) * self.head_dim
-        attn += self.num_attention_heads * self.head_dim * h
+        attn = self.attention_parameters
         dense = self.mlp_matrices * h * self.intermediate_size
         moe = (self.num_local_experts * self.mlp_matrices * h * self.expert_intermediate_size  # routed experts
                + h * self.num_local_experts  # the router
@@ -419,6 +445,10 @@ class ModelSpec:
             doc.fail_type(where, per_tok, expected)
         moe_inter = integer("moe_intermediate_size", minimum=0, default=0) if experts else 0
         shared, dense_layers = _shared_and_dense(doc, config, integer, experts, moe_inter or inter, layers)
+        mla = {}
+        if key_of("kv_lora_rank") is not None:  # DeepSeek-V2/V3's multi-head latent attention
+            mla = {"kv_lora_rank": integer("kv_lora_rank"), "q_lora_rank": integer("q_lora_rank", minimum=0, default=0),
+                   **{k: integer(k) for k in ("qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")}}
         model_type = config.get("model_type") or ""
         if not isinstance(model_type, str):
             doc.fail_type(("model_type",), model_type, "a string")
@@ -438,7 +468,7 @@ class ModelSpec:
                 max_position_embeddings=mpe, torch_dtype=dtype, num_local_experts=experts,
                 num_experts_per_tok=per_tok, gated_mlp=model_type not in NON_GATED_MODEL_TYPES,
                 tie_word_embeddings=tied, moe_intermediate_size=moe_inter, shared_expert_intermediate_size=shared,
-                num_dense_layers=dense_layers,
+                num_dense_layers=dense_layers, **mla,
             )
         except ConfigError as exc:
             raise ConfigError(f"{source}: {exc}") from None
@@ -447,8 +477,6 @@ class ModelSpec:
 # Keys of architectures whose attention servesim does not model yet: a config that sets one is refused, naming
 # it, rather than read as the plain attention it is not.
 UNMODELLED_KEYS = {
-    "kv_lora_rank": "multi-head latent attention (MLA: DeepSeek-V2/V3, Kimi-K2)",
-    "q_lora_rank": "multi-head latent attention (MLA: DeepSeek-V2/V3, Kimi-K2)",
     "index_topk": "DeepSeek sparse attention (DSA)",
     "linear_num_key_heads": "linear attention (Gated DeltaNet: Qwen3-Next, Qwen3.5)",
     "attention_chunk_size": "chunked local attention (Llama 4)",
@@ -474,9 +502,10 @@ def _refuse_unmodelled(doc: InputDoc, config: dict) -> None:
 def _shared_and_dense(doc: InputDoc, config: dict, integer, experts: int, expert_width: int,
                       layers: int) -> tuple[int, int]:
     """(the shared experts' total width, the layers with a dense MLP) of a MoE config, under each family's keys:
-    Qwen2-MoE's `shared_expert_intermediate_size`, DeepSeek's `n_shared_experts` (each an expert's width) and
-    `first_k_dense_replace`, MiniMax-M2's `shared_intermediate_size`, Qwen-MoE's `mlp_only_layers` and
-    `decoder_sparse_step` (layer i has experts when i is not listed and (i + 1) % step == 0)."""
+    Qwen2-MoE's `shared_expert_intermediate_size`, DeepSeek's `n_shared_experts` (each an expert's width),
+    `first_k_dense_replace` and `moe_layer_freq` (layer i has experts from there when i % freq == 0), MiniMax-M2's
+    `shared_intermediate_size`, Qwen-MoE's `mlp_only_layers` and `decoder_sparse_step` (layer i has experts
+    when i is not listed and (i + 1) % step == 0)."""
     if not experts:
         return 0, 0
     shared = integer("shared_expert_intermediate_size", minimum=0, default=0)
@@ -484,10 +513,11 @@ def _shared_and_dense(doc: InputDoc, config: dict, integer, experts: int, expert
     shared += integer("n_shared_experts", minimum=0, default=0) * expert_width
     first_dense = integer("first_k_dense_replace", minimum=0, default=0, maximum=layers - 1)
     step = integer("decoder_sparse_step", minimum=1, default=1, maximum=layers)
+    freq = integer("moe_layer_freq", minimum=1, default=1, maximum=layers)  # DeepSeek's: i % freq == 0
     only = config.get("mlp_only_layers") or []
     if not isinstance(only, list) or not all(is_int(i) and 0 <= i < layers for i in only):
         doc.fail_type(("mlp_only_layers",), only, f"a list of layer indices in 0..{layers - 1}")
-    sparse = [i for i in range(first_dense, layers) if i not in only and (i + 1) % step == 0]
+    sparse = [i for i in range(first_dense, layers) if i not in only and (i + 1) % step == 0 and i % freq == 0]
     if not sparse:
         doc.fail(("mlp_only_layers",), "no layer has experts; expected a MoE layer (or no experts)")
     return shared, layers - len(sparse)
