@@ -130,10 +130,10 @@ def test_an_operator_the_tables_lack_is_the_rooflines_and_said():
 
 
 def test_a_moe_models_experts_are_the_librarys_moe_operator():
-    # MiniMax-M2.5 (62 MoE layers, 256 experts of width 1,536, top-8, hidden 3,072) in FP8 on 4 H200s, 4
-    # decodes: the MoE list is the router GEMM and AIConfigurator's MoE operator at MoE TP 4 under its own
-    # routing default (power law 1.2), both at 4 tokens (a power of two: no interpolation); with whole experts
-    # (--enable-expert-parallel) the operator at MoE TP 1, EP 4
+    # MiniMax-M2.5 (62 MoE layers, 256 experts of width 1,536, top-8, hidden 3,072; its checkpoint block-wise
+    # FP8) on 4 H200s, 4 decodes: the MoE list is the router GEMM and AIConfigurator's MoE operator (fp8_block)
+    # at MoE TP 4 under its own routing default (power law 1.2), both at 4 tokens (a power of two: no
+    # interpolation); with whole experts (--enable-expert-parallel) the operator at MoE TP 1, EP 4
     from aiconfigurator_core.sdk import common, perf_database
     from aiconfigurator_core.sdk import operations as ops
     from aiconfigurator_core.sdk.engine import EngineHandle, build_ops_json
@@ -146,20 +146,12 @@ def test_a_moe_models_experts_are_the_librarys_moe_operator():
 
     def moe_ms(moe_tp, ep):
         listed = [ops.GEMM("r", 62, 256, 3072, common.GEMMQuantMode.bfloat16),
-                  ops.MoE("m", 62, 3072, 1536, 8, 256, moe_tp, ep, common.MoEQuantMode.fp8, "power_law_1.2", 1)]
+                  ops.MoE("m", 62, 3072, 1536, 8, 256, moe_tp, ep, common.MoEQuantMode.fp8_block, "power_law_1.2",
+                          1)]
         return sum(r[1] for r in h.evaluate_ops_json(build_ops_json(listed), is_context=True, batch_size=1, s=4))
 
-    cost = AicKernels("minimax-m2.5", "h200", 4, quantization="fp8", backend_version="0.24.0")
-    ops_ = {op.name: op for op in cost.breakdown(StepShape.of([1000] * 4))}
-    assert (ops_["router"].seconds + ops_["experts"].seconds) * 1e3 == pytest.approx(moe_ms(4, 1), rel=1e-12)
-    assert ops_["experts"].bound == "silicon" and "experts" not in cost.fallbacks
-    ep = AicKernels("minimax-m2.5", "h200", 4, quantization="fp8", backend_version="0.24.0",
-                    enable_expert_parallel=True)
-    got = {op.name: op for op in ep.breakdown(StepShape.of([1000] * 4))}
-    assert (got["router"].seconds + got["experts"].seconds) * 1e3 == pytest.approx(moe_ms(1, 4), rel=1e-12)
-    # the H100's tables have no MoE row at EP 4 for this shape: the roofline prices the list, and says so
-    h100 = AicKernels("minimax-m2.5", "h100-80gb", 4, quantization="fp8", backend_version="0.24.0",
-                      enable_expert_parallel=True)
-    got = {op.name: op for op in h100.breakdown(StepShape.of([1000] * 4))}
-    assert "MoE data missing" in h100.fallbacks["moe"]
-    assert got["moe (roofline)"].seconds == pytest.approx(h100._moe_time(4), rel=1e-12)
+    for ep, layout in ((False, (4, 1)), (True, (1, 4))):
+        cost = AicKernels("minimax-m2.5", "h200", 4, backend_version="0.24.0", enable_expert_parallel=ep)
+        got = {op.name: op for op in cost.breakdown(StepShape.of([1000] * 4))}
+        assert (got["router"].seconds + got["experts"].seconds) * 1e3 == pytest.approx(moe_ms(*layout), rel=1e-12)
+        assert got["experts"].bound == "silicon" and not cost.fallbacks

@@ -153,3 +153,18 @@ def test_the_measured_kernel_tier_refuses_mla_for_now():
 
     with pytest.raises(ConfigError, match="deepseek-v3's multi-head latent attention is not mapped"):
         AicKernels("deepseek-v3", "h200", 8, quantization="fp8")
+
+
+def test_a_block_fp8_checkpoint_is_served_as_its_config_says(tmp_path):
+    # Qwen3-235B-A22B-FP8's config.json: quant_method fp8, weight_block_size [128, 128]; vLLM reads it without
+    # --quantization. Each FP8 GEMM then runs after a kernel quantizing its input per token and 128-column group:
+    # it reads the tokens' 16-bit activations and writes 8-bit ones (T x k x 3 bytes) and costs a kernel floor
+    block = Roofline("qwen3-235b-a22b-fp8", "h200", 4)
+    tensor = Roofline("qwen3-235b-a22b", "h200", 4, quantization="fp8")  # the same shapes, per-tensor FP8
+    assert block.quantization == "fp8" and block.weight_bytes == tensor.weight_bytes
+    shape = StepShape.of(decodes=[500] * 16)
+    qkv = [{o.name: o for o in r.breakdown(shape)}["qkv_proj"].seconds for r in (block, tensor)]
+    assert qkv[0] - qkv[1] == pytest.approx(94 * (16 * 4096 * 3 * block._m + block._kl), rel=1e-9)
+    # a checkpoint quantized otherwise is refused, naming the key
+    with pytest.raises(ConfigError, match="quantization_config.quant_method: \"awq\" checkpoints are not modelled"):
+        load_model(_config(tmp_path, quantization_config={"quant_method": "awq"}))

@@ -434,7 +434,8 @@ def test_builtin_models_load_with_their_max_position_embeddings():
                       "mistral-7b": 32768, "mixtral-8x7b": 32768, "qwen2.5-72b": 131072, "qwen2.5-7b": 131072,
                       "llama-3.1-70b": 131072, "llama-3.1-8b": 131072, "qwen3-32b": 40960,
                       "llama-3.1-405b": 131072, "minimax-m2.5": 196608, "qwen3-235b-a22b": 40960,
-                      "qwen3-30b-a3b": 40960, "deepseek-v3": 163840, "deepseek-r1": 163840}
+                      "qwen3-30b-a3b": 40960, "deepseek-v3": 163840, "deepseek-r1": 163840,
+                      "qwen3-235b-a22b-fp8": 40960}
 
 
 def test_modelspec_built_in_python_refuses_nan_and_bools():

@@ -136,7 +136,7 @@ def test_aic_silicon_rows_as_deployments(tmp_path):
         "moe: model zhipuai/GLM-5 is not a servesim model yet",
         "bw: GPU b200_sxm is not a servesim GPU yet",
         "trt: engine trtllm has no servesim scheduler yet",
-        "blk: fp8_block weights are not modelled yet",
+        "blk: fp8_block weights of Qwen/Qwen3-32B: servesim has its checkpoint in BF16 only",
         "dp: attention_dp_size 2 is not modelled yet",
         "mtp: moe_tp_size 2 apart from tp_size 1 is not modelled yet"]
     # as AIConfigurator's benchmark script sends the point (bench_run.sh.j2): AIPerf, a warm-up of 2C = 32, then

@@ -107,6 +107,10 @@ def _check_options(m: ModelSpec, g: GpuSpec, tp: object, quantization: str | Non
     """Refuse what the model, the GPU and the options cannot do together, in one line each."""
     if quantization is not None and quantization not in QUANTIZATIONS:
         raise ConfigError(f"--quantization {quantization}: expected one of {', '.join(QUANTIZATIONS)} (or none)")
+    if m.quant_method and quantization not in (None, m.quant_method):
+        raise ConfigError(f"--quantization {quantization}: {m.name}'s checkpoint is {m.quant_method} (its "
+                          "quantization_config), which vLLM serves as it is; drop --quantization")
+    quantization = quantization or m.quant_method or None
     if quantization == "fp8" and g.fp8_flops is None:
         raise ConfigError(f"--quantization fp8: {g.name} has no FP8 tensor cores (no dense_fp8_tflops in its "
                           "GPU file); expected a GPU with FP8, e.g. h100-80gb")
@@ -152,7 +156,7 @@ class Roofline:
 
     __slots__ = ("name", "model", "gpu", "tp", "params", "kv_bytes_per_token", "_c", "_m", "_kl", "_L", "_gemms",
                  "_moe", "_cq", "_dw", "quantization", "kv_cache_dtype", "enable_expert_parallel", "_kernels_layers",
-                 "_attn_prefill",
+                 "_attn_prefill", "_block",
                  "_attn_flops", "_attn_bytes_kv",
                  "_attn_bytes_q", "_elem_bytes", "_elem_s", "_elem_floor", "_ap", "_ad",
                  "_lm", "_sampler_bytes", "_ar_bytes", "_ar_count", "_ar_link", "_weights", "_act_bytes",
@@ -164,7 +168,11 @@ class Roofline:
                  enable_expert_parallel: bool = False) -> None:
         m, g = load_model(model), load_gpu(gpu)
         _check_options(m, g, tp, quantization, kv_cache_dtype, enable_expert_parallel)
+        quantization = quantization or m.quant_method or None  # (the checkpoint's own, as vLLM reads it)
         self.quantization, self.kv_cache_dtype = quantization, kv_cache_dtype
+        # block-wise FP8 (the checkpoint's weight_block_size): vLLM quantizes each GEMM's activations per token
+        # and 128-column group in a kernel of its own (`per_token_group_quant_fp8`) before the block GEMM
+        self._block = quantization == "fp8" and m.weight_block_size is not None
         self.enable_expert_parallel = enable_expert_parallel
         self.name, self.model, self.gpu, self.tp = "roofline", m, g, tp
         self._by_tokens: dict[int, float] = {}
@@ -341,7 +349,11 @@ class Roofline:
         padded = -(-tokens // GEMM_TILE_TOKENS) * GEMM_TILE_TOKENS
         d = self.model.dtype_bytes
         c, dw = (self._cq, self._dw) if quantized else (self._c, d)
-        return 2.0 * padded * k * n * c, (dw * weight_copies * k * n + d * tokens * (k + n)) * self._m
+        fc, fm = 2.0 * padded * k * n * c, (dw * weight_copies * k * n + d * tokens * (k + n)) * self._m
+        if quantized and self._block:  # the activation quantization kernel before it: reads 16 bits, writes 8
+            q = tokens * k * (d + 1) * self._m + self._kl
+            return fc + q, fm + q
+        return fc, fm
 
     def _experts_touched(self, tokens: int) -> float:
         """Expected distinct experts a rank holds that a step touches, with uniform routing: its share of

@@ -298,6 +298,10 @@ class ModelSpec:
     # query's (0: queries projected from the hidden states directly), and the per-head dims
     kv_lora_rank: int = 0
     q_lora_rank: int = 0
+    # the checkpoint's own quantization (`quantization_config`, which vLLM and SGLang read without
+    # --quantization): "fp8", and its weight_block_size for block-wise scales (DeepSeek-V3's [128, 128])
+    quant_method: str = ""
+    weight_block_size: tuple[int, int] | None = None
     qk_nope_head_dim: int = 0
     qk_rope_head_dim: int = 0
     v_head_dim: int = 0
@@ -445,9 +449,11 @@ class ModelSpec:
             doc.fail_type(where, per_tok, expected)
         moe_inter = integer("moe_intermediate_size", minimum=0, default=0) if experts else 0
         shared, dense_layers = _shared_and_dense(doc, config, integer, experts, moe_inter or inter, layers)
-        mla = {}
+        extra = _quantization_config(doc, config)
+        mla: dict = {}
         if key_of("kv_lora_rank") is not None:  # DeepSeek-V2/V3's multi-head latent attention
-            mla = {"kv_lora_rank": integer("kv_lora_rank"), "q_lora_rank": integer("q_lora_rank", minimum=0, default=0),
+            mla = {"kv_lora_rank": integer("kv_lora_rank"),
+                   "q_lora_rank": integer("q_lora_rank", minimum=0, default=0),
                    **{k: integer(k) for k in ("qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")}}
         model_type = config.get("model_type") or ""
         if not isinstance(model_type, str):
@@ -468,7 +474,7 @@ class ModelSpec:
                 max_position_embeddings=mpe, torch_dtype=dtype, num_local_experts=experts,
                 num_experts_per_tok=per_tok, gated_mlp=model_type not in NON_GATED_MODEL_TYPES,
                 tie_word_embeddings=tied, moe_intermediate_size=moe_inter, shared_expert_intermediate_size=shared,
-                num_dense_layers=dense_layers, **mla,
+                num_dense_layers=dense_layers, **mla, **extra,
             )
         except ConfigError as exc:
             raise ConfigError(f"{source}: {exc}") from None
@@ -497,6 +503,24 @@ def _refuse_unmodelled(doc: InputDoc, config: dict) -> None:
         if other:
             doc.fail(("layer_types",), f"{other[0]} layers are not modelled yet; expected only "
                      f"{', '.join(ATTENTION_LAYER_TYPES)}")
+
+
+def _quantization_config(doc: InputDoc, config: dict) -> dict:
+    """The checkpoint's `quantization_config`, as vLLM's `Fp8Config.from_config` reads it: quant_method fp8,
+    weight_block_size [n, k] for block-wise scales (absent: per-tensor). Any other method is refused."""
+    q = config.get("quantization_config")
+    if q is None:
+        return {}
+    if not isinstance(q, dict):
+        doc.fail_type(("quantization_config",), q, "an object")
+    if q.get("quant_method") != "fp8":
+        doc.fail(("quantization_config", "quant_method"), f"{show(q.get('quant_method'))} checkpoints are not "
+                 "modelled yet; expected fp8")
+    block = q.get("weight_block_size")
+    if block is not None and not (isinstance(block, list) and len(block) == 2 and all(is_int(b) and b > 0
+                                                                                     for b in block)):
+        doc.fail_type(("quantization_config", "weight_block_size"), block, "two positive integers")
+    return {"quant_method": "fp8", "weight_block_size": tuple(block) if block else None}
 
 
 def _shared_and_dense(doc: InputDoc, config: dict, integer, experts: int, expert_width: int,

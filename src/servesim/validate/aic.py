@@ -11,7 +11,9 @@ AIConfigurator's own benchmark script sends a point (aiconfigurator `generator/c
 benchmark/bench_run.sh.j2`: `aiperf profile --concurrency C --num-requests 20C --warmup-request-count 2C
 --streaming`, ISL and OSL stddev 0, `ignore_eos`): AIPerf's warm-up phase, then its profiling phase of 20
 rounds, every user starting together (`servesim.clients.aiperf`). Either way the engine's defaults for the
-GPU; FP8 weights where the row's GEMMs are FP8. A row servesim cannot express yet is out of reach, with the
+GPU; FP8 weights where the row's GEMMs are FP8, block-wise where the checkpoint is (MiniMax-M2.5,
+DeepSeek-V3/R1, Qwen3-235B-A22B-FP8: their quantization_config, which the engines read whatever the row's
+label says). A row servesim cannot express yet is out of reach, with the
 reason (a model or GPU it does not know, TensorRT-LLM, disaggregated serving, pipeline or attention-data
 parallelism, FP8 block scaling, FP4, INT4).
 """
@@ -25,7 +27,7 @@ from servesim.validate.rows import Point
 
 MODELS = {"meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b", "nvidia/Llama-3.1-8B-Instruct-FP8": "llama-3.1-8b",
           "meta-llama/Llama-3.1-70B": "llama-3.1-70b", "Qwen/Qwen3-32B": "qwen3-32b",
-          "MiniMaxAI/MiniMax-M2.5": "minimax-m2.5", "Qwen/Qwen3-235B-A22B-FP8": "qwen3-235b-a22b",
+          "MiniMaxAI/MiniMax-M2.5": "minimax-m2.5", "Qwen/Qwen3-235B-A22B-FP8": "qwen3-235b-a22b-fp8",
           "deepseek-ai/DeepSeek-V3": "deepseek-v3", "deepseek-ai/DeepSeek-R1": "deepseek-r1"}
 GPUS = {"h100_sxm": "h100-80gb", "h200_sxm": "h200"}
 ENGINES = ("vllm", "sglang")
@@ -73,8 +75,8 @@ def read_silicon(path: Path | None = None, start: str = "staggered",
             fields |= {"num_requests": AIPERF_ROUNDS * c, "warmup_requests": AIPERF_WARMUP_ROUNDS * c}
         else:
             fields |= {"start": start, "num_requests": max(MIN_MEASURED, MEASURED_WAVES * c), "warmup_requests": c}
-        if row["gemm_quant_mode"] == "fp8":
-            fields["quantization"] = "fp8"
+        if row["gemm_quant_mode"] == "fp8" or _block_checkpoint(fields["model"]):
+            fields["quantization"] = "fp8"  # (a block-wise FP8 checkpoint is served as one: its own config)
         if _set(row["moe_ep_size"]):  # whole experts over the TP ranks (`_out_of_reach`: ep = tp, MoE TP 1)
             fields["enable_expert_parallel"] = True
         if row["precision"] == "fp8":  # AIConfigurator's fp8 precision profile: FP8 GEMMs and an FP8 KV cache
@@ -106,9 +108,19 @@ def _out_of_reach(row: dict) -> str | None:
     if not _set(ep) and _set(moe_tp) and moe_tp != tp:
         return f"moe_tp_size {moe_tp} apart from tp_size {tp} is not modelled yet"
     for name in ("gemm_quant_mode", "moe_quant_mode"):
-        if row[name] not in (None, "", "fp8"):
+        if row[name] not in (None, "", "fp8", "fp8_block"):
             return f"{row[name]} weights are not modelled yet"
+        if row[name] == "fp8_block" and not _block_checkpoint(MODELS[row["model_path"]]):
+            return f"fp8_block weights of {row['model_path']}: servesim has its checkpoint in BF16 only"
     return None
+
+
+def _block_checkpoint(model: str) -> bool:
+    """Whether a built-in model's checkpoint is block-wise FP8 (its quantization_config), as vLLM and SGLang
+    then serve it whatever the row's label."""
+    from servesim.cost.specs import load_model
+
+    return load_model(model).weight_block_size is not None
 
 
 def _set(value: str | None) -> bool:
