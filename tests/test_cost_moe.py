@@ -168,3 +168,9 @@ def test_a_block_fp8_checkpoint_is_served_as_its_config_says(tmp_path):
     # a checkpoint quantized otherwise is refused, naming the key
     with pytest.raises(ConfigError, match="quantization_config.quant_method: \"awq\" checkpoints are not modelled"):
         load_model(_config(tmp_path, quantization_config={"quant_method": "awq"}))
+
+
+def test_servesim_models_shows_the_latent_kv_and_the_experts_width(monkeypatch, capsys):
+    code, out, _ = cli(monkeypatch, capsys, "models")
+    row = next(line for line in out.splitlines() if line.startswith("deepseek-v3 "))
+    assert code == 0 and "128/MLA" in row and " 70272 " in row and "2048 x256/8" in row  # 61 x 576 x 2

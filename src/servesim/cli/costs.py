@@ -164,16 +164,18 @@ def models() -> None:
     rows = []
     for name in builtin_models():
         m = load_model(name)
-        mlp = f"{m.intermediate_size}" + (f" x{m.num_local_experts}/{m.num_experts_per_tok}"
-                                          if m.num_local_experts else "")
-        kv = 2 * m.num_hidden_layers * m.num_key_value_heads * m.head_dim * m.dtype_bytes
-        rows.append([name, f"{m.num_parameters / 1e9:.1f}B", str(m.num_hidden_layers), str(m.hidden_size),
-                     f"{m.num_attention_heads}/{m.num_key_value_heads}", str(m.vocab_size), str(kv), mlp])
+        mlp = (f"{m.expert_intermediate_size} x{m.num_local_experts}/{m.num_experts_per_tok}"
+               if m.num_local_experts else f"{m.intermediate_size}")
+        heads = f"{m.num_attention_heads}/MLA" if m.is_mla else f"{m.num_attention_heads}/{m.num_key_value_heads}"
+        rows.append([name, f"{m.num_parameters / 1e9:.1f}B", str(m.num_hidden_layers), str(m.hidden_size), heads,
+                     str(m.vocab_size), str(m.kv_bytes_per_token), mlp + (" fp8" if m.quant_method else "")])
     print("built-in models (--model NAME, or --model PATH/config.json)\n")
     print(text_table(["name", "params", "layers", "hidden", "heads/kv", "vocab", "KV B/tok", "MLP"], rows,
                      right={1, 2, 3, 4, 5, 6}, width=shutil.get_terminal_size().columns))
-    print("\n" + textwrap.fill("heads/kv: attention and KV heads; MLP: intermediate_size (x experts/active for "
-                               "mixtures of experts)", shutil.get_terminal_size().columns))
+    print("\n" + textwrap.fill("heads/kv: attention and KV heads (MLA: one latent per token, kv_lora_rank + rope); "
+                               "MLP: intermediate_size, or an expert's width x experts/active for mixtures of "
+                               "experts; fp8: the checkpoint's quantization_config",
+                               shutil.get_terminal_size().columns))
 
 
 @app.command()

@@ -370,6 +370,14 @@ class ModelSpec:
                 + heads * self.v_head_dim * h)
 
     @property
+    def kv_bytes_per_token(self) -> int:
+        """KV cache bytes a token takes over all layers on one GPU, in the model's dtype: K and V of every KV
+        head, or MLA's one latent (kv_lora_rank + qk_rope_head_dim)."""
+        per_layer = self.kv_lora_rank + self.qk_rope_head_dim if self.is_mla else \
+            2 * self.num_key_value_heads * self.head_dim
+        return self.num_hidden_layers * per_layer * self.dtype_bytes
+
+    @property
     def num_moe_layers(self) -> int:
         """Layers whose MLP is experts (0 for a dense model)."""
         return self.num_hidden_layers - self.num_dense_layers if self.num_local_experts else 0
