@@ -103,8 +103,9 @@ def allreduce_time(size_bytes: float, num_gpus: int, link_bandwidth: float,
 
 
 def _check_options(m: ModelSpec, g: GpuSpec, tp: object, quantization: str | None, kv_cache_dtype: str,
-                   enable_expert_parallel: bool = False) -> None:
-    """Refuse what the model, the GPU and the options cannot do together, in one line each."""
+                   enable_expert_parallel: bool = False) -> str | None:
+    """Refuse what the model, the GPU and the options cannot do together, in one line each; the quantization
+    served (the checkpoint's own where --quantization is not given, as vLLM reads it)."""
     if quantization is not None and quantization not in QUANTIZATIONS:
         raise ConfigError(f"--quantization {quantization}: expected one of {', '.join(QUANTIZATIONS)} (or none)")
     if m.quant_method and quantization not in (None, m.quant_method):
@@ -130,7 +131,7 @@ def _check_options(m: ModelSpec, g: GpuSpec, tp: object, quantization: str | Non
     if not m.num_local_experts:
         if enable_expert_parallel:
             raise ConfigError(f"--enable-expert-parallel: {m.name} has no experts (a dense model); drop it")
-        return
+        return quantization
     if enable_expert_parallel and m.num_local_experts % tp:
         raise ConfigError(f"--enable-expert-parallel at tp={tp}: the experts' {tp} ranks must divide the "
                           f"{m.num_local_experts} experts of {m.name}")
@@ -140,6 +141,7 @@ def _check_options(m: ModelSpec, g: GpuSpec, tp: object, quantization: str | Non
     if m.shared_expert_intermediate_size % tp:
         raise ConfigError(f"tp={tp}: must divide the shared experts' width ({m.shared_expert_intermediate_size}) "
                           f"of {m.name}")
+    return quantization
 
 
 class Roofline:
@@ -167,8 +169,7 @@ class Roofline:
                  quantization: str | None = None, kv_cache_dtype: str = "auto",
                  enable_expert_parallel: bool = False) -> None:
         m, g = load_model(model), load_gpu(gpu)
-        _check_options(m, g, tp, quantization, kv_cache_dtype, enable_expert_parallel)
-        quantization = quantization or m.quant_method or None  # (the checkpoint's own, as vLLM reads it)
+        quantization = _check_options(m, g, tp, quantization, kv_cache_dtype, enable_expert_parallel)
         self.quantization, self.kv_cache_dtype = quantization, kv_cache_dtype
         # block-wise FP8 (the checkpoint's weight_block_size): vLLM quantizes each GEMM's activations per token
         # and 128-column group in a kernel of its own (`per_token_group_quant_fp8`) before the block GEMM
@@ -240,7 +241,8 @@ class Roofline:
         through kv_b_proj's W_UK (per head nope -> rank), attention over the latents (QK over rank + rope, PV
         over rank), the result through W_UV (rank -> v); a prefill chunk decompresses its c + q positions'
         latents through kv_b_proj and attends with nope + rope / v head dims. The absorbed projections are
-        priced for every new token (a prefill's own W_UK/W_UV work overcounts by under 2 % of its FLOPs)."""
+        priced for every new token, a prefill's too, which vLLM's prefill path skips (for DeepSeek-V3 on a TP-8
+        GPU 2 x 16 x 131,072 FLOPs a token beside ~9.4 GFLOPs of its other GEMMs)."""
         h, r, ql, rope = m.hidden_size, m.kv_lora_rank, m.q_lora_rank, m.qk_rope_head_dim
         nope, v, qk = m.qk_nope_head_dim, m.v_head_dim, m.qk_nope_head_dim + m.qk_rope_head_dim
         q = [("fused_qkv_a_proj", h, ql + r + rope), ("q_b_proj", ql, heads * qk)] if ql else \

@@ -334,6 +334,12 @@ class ModelSpec:
                       "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
             if not is_int(getattr(self, field)) or getattr(self, field) < 0:
                 bad(field, getattr(self, field), "an integer >= 0")
+        if self.quant_method not in ("", "fp8"):
+            bad("quant_method", self.quant_method, "'' (the model's dtype) or fp8")
+        wbs = self.weight_block_size
+        if wbs is not None and not (isinstance(wbs, tuple) and len(wbs) == 2 and all(is_int(b) and b > 0
+                                                                                  for b in wbs)):
+            bad("weight_block_size", wbs, "None or two positive integers")
         if self.kv_lora_rank and not (self.qk_nope_head_dim and self.qk_rope_head_dim and self.v_head_dim):
             bad("qk_nope_head_dim", self.qk_nope_head_dim, "MLA's head dims (qk_nope, qk_rope, v) all > 0")
         if self.num_local_experts and self.num_dense_layers >= self.num_hidden_layers:
