@@ -174,3 +174,16 @@ def test_servesim_models_shows_the_latent_kv_and_the_experts_width(monkeypatch, 
     code, out, _ = cli(monkeypatch, capsys, "models")
     row = next(line for line in out.splitlines() if line.startswith("deepseek-v3 "))
     assert code == 0 and "128/MLA" in row and " 70272 " in row and "2048 x256/8" in row  # 61 x 576 x 2
+
+
+def test_each_engine_takes_expert_parallelism_under_its_own_flag(monkeypatch, capsys):
+    run = ["run", "--workload", "random", "--num-requests", "4", "--model", "qwen3-30b-a3b", "--tp", "2"]
+    for extra, said in ((["--ep-size", "2"], "--ep-size is an SGLang server option: add --policy sglang"),
+                        (["--policy", "sglang", "--enable-expert-parallel"], "SGLang's is --ep-size N"),
+                        (["--policy", "sglang", "--ep-size", "3"], "--ep-size 3: a MoE TP of tp / ep_size")):
+        code, _, err = cli(monkeypatch, capsys, *run, *extra)
+        assert code == 2 and said in err, err
+    # and the same run under either engine's flag
+    for extra in (["--enable-expert-parallel"], ["--policy", "sglang", "--ep-size", "2"]):
+        code, _, err = cli(monkeypatch, capsys, *run, *extra)
+        assert code == 0, err

@@ -165,6 +165,9 @@ class SimOptions(*_client_flags(), *_engine_flags()):
                                                         "whole experts per GPU (E / tp each), vLLM's expert "
                                                         "parallelism, instead of each expert's width split over "
                                                         "the tp GPUs. Default: off.")] = None
+    ep_size: Annotated[int | None, _opt("--ep-size", help="SGLang's expert parallelism, MoE models: --ep-size N "
+                                        "with N = --tp shards whole experts over the GPUs (as "
+                                        "--enable-expert-parallel does for vLLM). Default 1.")] = None
     engine: Annotated[str | None, _opt("--engine", help="Roofline engine profile (host time per step): vllm-0.33 | "
                                        "vllm-0.13 (async scheduling off: 0.10-0.13) | vllm-0.2 | trtllm | sglang. "
                                        "Default: vllm-0.33.")] = None
@@ -422,12 +425,33 @@ class SimOptions(*_client_flags(), *_engine_flags()):
         return build_cost(self.cost, self.workload_name(), preset,
                           model=self.model, gpu=self.gpu, tp=self.tp,
                           dtype=self.dtype, quantization=self.quantization, kv_cache_dtype=self.kv_cache_dtype,
-                          enable_expert_parallel=self.enable_expert_parallel,
+                          enable_expert_parallel=self._expert_parallel(policy),
                           decode_ms=self.decode_ms, prefill_token_ms=self.prefill_token_ms,
                           overhead_ms=self.overhead_ms, engine=self.engine, enforce_eager=self.enforce_eager,
                           distributed_executor_backend=self.distributed_executor_backend,
                           disable_custom_all_reduce=self.disable_custom_all_reduce,
                           async_scheduling=self.async_scheduling, aic_backend_version=self.aic_backend_version)
+
+    def _expert_parallel(self, policy: str | None) -> bool | None:
+        """Whole experts per GPU, under the engine's own flag: vLLM's --enable-expert-parallel, SGLang's
+        --ep-size N (ServerArgs.ep_size; N = tp: each GPU its E / tp experts, MoE TP 1)."""
+        from servesim.engines.registry import engine_for
+
+        engine = None if policy is None else engine_for(policy).name
+        if self.ep_size is None:
+            if self.enable_expert_parallel and engine == "sglang":
+                raise ConfigError("--enable-expert-parallel is vLLM's flag; SGLang's is --ep-size N (N = --tp)")
+            return self.enable_expert_parallel
+        if engine not in (None, "sglang"):
+            raise ConfigError("--ep-size is an SGLang server option: add --policy sglang (vLLM's is "
+                              "--enable-expert-parallel)")
+        tp = self.tp or 1
+        if self.ep_size not in (1, tp):
+            raise ConfigError(f"--ep-size {self.ep_size}: a MoE TP of tp / ep_size beside EP is not modelled yet; "
+                              f"expected 1 or --tp ({tp})")
+        if self.enable_expert_parallel is not None:
+            raise ConfigError("--ep-size and --enable-expert-parallel say the same (SGLang's and vLLM's); give one")
+        return tp > 1 if self.ep_size == tp else None
 
     def lesson_note(self, policy: str = "vllm") -> str | None:
         """What the lesson's settings set, for a lesson workload (None otherwise or when all were given)."""
