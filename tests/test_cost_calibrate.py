@@ -104,7 +104,7 @@ def test_cost_cli_json_total_is_step_time():
 
 
 def test_cost_cli_unknown_gpu_is_a_config_error():
-    res = CliRunner().invoke(app, ["cost", "--gpu", "b200", "--decodes", "1"])
+    res = CliRunner().invoke(app, ["cost", "--gpu", "tpu-v5e", "--decodes", "1"])
     assert isinstance(res.exception, ConfigError) and "built-in GPUs" in str(res.exception)
 
 

@@ -115,3 +115,14 @@ def test_registry_and_tp_validation():
     assert r.name == "roofline" and r.step_time(StepShape.of(decodes=[1])) > 0
     with pytest.raises(ConfigError, match="tp=3: must divide num_attention_heads"):
         get_cost_model("roofline", model="llama-3-8b", tp=3)
+
+
+def test_an_fp8_gemm_on_a_b200_at_its_datasheet_peak():
+    # Llama-3-8B's qkv_proj (4,096 x 6,144) over 4,096 tokens in FP8 on a B200: 2 x 4,096 x 4,096 x 6,144 FLOPs at
+    # the datasheet's dense 4,500 TFLOP/s x 0.65 (the default efficiency: no B200 profile in the files) is 70.5 us,
+    # above its bytes (25.2 MB of weights, 83.9 MB of activations at 7.7 TB/s x 0.8: 17.7 us); + the 4 us floor;
+    # over 32 layers
+    r = Roofline("llama-3-8b", "b200", 1, quantization="fp8")
+    op = {o.name: o for o in r.breakdown(StepShape.of(prefills=[(4096, 0)]))}["qkv_proj"]
+    assert op.bound == "compute"
+    assert op.seconds == pytest.approx(32 * (2 * 4096 * 4096 * 6144 / (4500e12 * 0.65) + 4e-6), rel=1e-12)

@@ -77,12 +77,13 @@ def test_gpu_aliases_and_datasheet_numbers():
     a100 = load_gpu("a100-80gb")  # NVIDIA A100 datasheet, 80GB SXM column
     assert (a100.peak_flops, a100.memory_bandwidth, a100.memory_bytes) == (312e12, 2039e9, 80 * 2**30)
     assert (a100.interconnect_bandwidth, a100.pcie_bandwidth) == (600e9, 64e9)
-    assert sorted(builtin_gpus()) == ["a100-80gb", "h100-80gb", "h200", "l40s", "mi300x"]
+    assert sorted(builtin_gpus()) == ["a100-80gb", "b200", "b300", "gb200", "gb300", "h100-80gb", "h200", "l40s",
+                                      "mi300x"]
 
 
 def test_unknown_gpu_lists_builtins_with_aliases():
-    with pytest.raises(ConfigError, match=r"built-in GPUs: a100-80gb \(a100\), h100-80gb \(h100, h100-sxm\)"):
-        load_gpu("b200")
+    with pytest.raises(ConfigError, match=r"built-in GPUs: a100-80gb \(a100\), b200 \(b200-180gb, b200-sxm\)"):
+        load_gpu("tpu-v5e")
 
 
 def test_user_gpu_from_toml(tmp_path):

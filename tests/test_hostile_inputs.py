@@ -546,7 +546,7 @@ def test_a_zero_latency_from_the_fit_bounds_is_a_valid_profile(tmp_path):
     (lambda d: d.pop("params"), "params", "missing"),
     (lambda d: d.update(tp="2"), "tp", 'got "2"'),
     (lambda d: d.update(tp=0), "tp", "got 0"),
-    (lambda d: d.update(gpu="b200"), "gpu", "unknown GPU 'b200'"),
+    (lambda d: d.update(gpu="tpu-v5e"), "gpu", "unknown GPU 'tpu-v5e'"),
     (lambda d: d.update(gpu=3), "gpu", "got 3"),
     (lambda d: d.update(model="gpt-9"), "model", "unknown model 'gpt-9'"),
     (lambda d: d.update(servesim_profile=2), "servesim_profile", "got 2"),

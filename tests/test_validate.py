@@ -110,7 +110,7 @@ def test_aic_silicon_rows_as_deployments(tmp_path):
     rows = ["ok,src,vllm,0.12.0,Qwen/Qwen3-32B,h100_sxm,fp8,agg,1024,128,fp8,,16,2,1,,,,100,10",
             "pd,src,vllm,0.12.0,Qwen/Qwen3-32B,h100_sxm,fp8,disagg,1024,128,fp8,,16,2,1,,,,100,10",
             "moe,src,vllm,0.12.0,zhipuai/GLM-5,h200_sxm,fp8,agg,1024,128,fp8,fp8,16,8,1,,,,100,10",
-            "bw,src,vllm,0.12.0,Qwen/Qwen3-32B,b200_sxm,fp8,agg,1024,128,fp8,,16,2,1,,,,100,10",
+            "bw,src,vllm,0.12.0,Qwen/Qwen3-32B,b200,fp8,agg,1024,128,fp8,,16,2,1,,,,100,10",
             "trt,src,trtllm,1.0,Qwen/Qwen3-32B,h100_sxm,fp8,agg,1024,128,fp8,,16,2,1,,,,100,10",
             "blk,src,sglang,0.5.9,Qwen/Qwen3-32B,h100_sxm,fp8,agg,1024,128,fp8_block,,16,2,1,,,,100,10",
             "dp,src,sglang,0.5.9,Qwen/Qwen3-32B,h100_sxm,,agg,1024,128,,,16,2,1,2,,,100,10",
@@ -134,7 +134,7 @@ def test_aic_silicon_rows_as_deployments(tmp_path):
     assert [why for _, why in out] == [
         "pd: disagg serving with a closed-loop client is not modelled yet",
         "moe: model zhipuai/GLM-5 is not a servesim model yet",
-        "bw: GPU b200_sxm is not a servesim GPU yet",
+        "bw: GPU b200 is not a servesim GPU yet",
         "trt: engine trtllm has no servesim scheduler yet",
         "blk: fp8_block weights of Qwen/Qwen3-32B: servesim has its checkpoint in BF16 only",
         "dp: attention_dp_size 2 is not modelled yet",

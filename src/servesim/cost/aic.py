@@ -36,7 +36,8 @@ from servesim.cost.roofline import OpCost, Roofline
 from servesim.errors import ConfigError
 
 # servesim's GPU files -> AIConfigurator's systems (the ones servesim has a GPU file for)
-SYSTEMS = {"h100-80gb": "h100_sxm", "h200": "h200_sxm", "a100-80gb": "a100_sxm"}
+SYSTEMS = {"h100-80gb": "h100_sxm", "h200": "h200_sxm", "a100-80gb": "a100_sxm", "b200": "b200_sxm",
+           "b300": "b300_sxm", "gb200": "gb200", "gb300": "gb300"}
 BACKENDS = {"vllm": "vllm", "sglang": "sglang", "trtllm": "trtllm"}  # an engine preset's family -> its tables
 _EMPTY = StepShape((), (), (), 0)
 # Per process: one engine handle per table set, and every value asked of it (an operator list's JSON and a shape

@@ -29,7 +29,8 @@ MODELS = {"meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b", "nvidia/Llama-3.1-
           "meta-llama/Llama-3.1-70B": "llama-3.1-70b", "Qwen/Qwen3-32B": "qwen3-32b",
           "MiniMaxAI/MiniMax-M2.5": "minimax-m2.5", "Qwen/Qwen3-235B-A22B-FP8": "qwen3-235b-a22b-fp8",
           "deepseek-ai/DeepSeek-V3": "deepseek-v3", "deepseek-ai/DeepSeek-R1": "deepseek-r1"}
-GPUS = {"h100_sxm": "h100-80gb", "h200_sxm": "h200"}
+GPUS = {"h100_sxm": "h100-80gb", "h200_sxm": "h200", "b200_sxm": "b200", "b300_sxm": "b300", "gb200": "gb200",
+        "gb300": "gb300"}
 ENGINES = ("vllm", "sglang")
 MEASURED_WAVES, MIN_MEASURED = 4, 8
 AIPERF_ROUNDS, AIPERF_WARMUP_ROUNDS = 20, 2  # bench_run.sh.j2: BENCH_MULTI_ROUND's default, the 2C warm-up
