@@ -126,3 +126,24 @@ def test_an_fp8_gemm_on_a_b200_at_its_datasheet_peak():
     op = {o.name: o for o in r.breakdown(StepShape.of(prefills=[(4096, 0)]))}["qkv_proj"]
     assert op.bound == "compute"
     assert op.seconds == pytest.approx(32 * (2 * 4096 * 4096 * 6144 / (4500e12 * 0.65) + 4e-6), rel=1e-12)
+
+
+def test_nvfp4_weights_and_gemm_on_a_b200_and_an_h200():
+    # NVFP4 (--quantization modelopt_fp4): 4-bit weights with an FP8 scale per 16, 0.5625 bytes a weight; the
+    # embedding and LM head stay 16-bit. Llama-3-8B: 32 x 218,103,808 linear weights + 2 x 128,256 x 4,096
+    from servesim.cost.roofline import NVFP4_BYTES
+
+    b200 = Roofline("llama-3-8b", "b200", 1, quantization="modelopt_fp4")
+    assert NVFP4_BYTES == 0.5 + 1 / 16
+    assert b200.weight_bytes == int(0.5625 * 32 * 218_103_808 + 2 * 2 * 128_256 * 4096)
+    # on the B200, W4A4 at the dense FP4 peak (9,000 TFLOP/s x 0.65) after a kernel quantizing the 4,096 x 4,096
+    # input (reads 2 bytes, writes 0.5625, at 7.7 TB/s x 0.8, + a 4 us floor); the GEMM compute-bound
+    shape = StepShape.of(prefills=[(4096, 0)])
+    quant = 4096 * 4096 * 2.5625 / (7.7e12 * 0.8) + 4e-6
+    qkv = {o.name: o for o in b200.breakdown(shape)}["qkv_proj"]
+    assert qkv.seconds == pytest.approx(32 * (2 * 4096 * 4096 * 6144 / (9000e12 * 0.65) + quant + 4e-6), rel=1e-12)
+    # on the H200 (no FP4 tensor cores) the weights are dequantized into 16-bit GEMMs (Marlin W4A16): the BF16
+    # peak, 989.4 TFLOP/s x 0.65, no quantization kernel
+    h200 = Roofline("llama-3-8b", "h200", 1, quantization="modelopt_fp4")
+    qkv = {o.name: o for o in h200.breakdown(shape)}["qkv_proj"]
+    assert qkv.seconds == pytest.approx(32 * (2 * 4096 * 4096 * 6144 / (989.4e12 * 0.65) + 4e-6), rel=1e-12)

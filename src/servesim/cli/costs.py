@@ -61,7 +61,8 @@ def cost(
     aic_backend_version: Annotated[str | None, typer.Option(
         help="--cost aic: the engine release whose tables price the step [default: the newest].")] = None,
     quantization: Annotated[str | None, typer.Option("--quantization", "-q", help="fp8: linear layers in FP8 at "
-                                                     "the GPU's FP8 peak [default: none].")] = None,
+                                                     "the GPU's FP8 peak | modelopt_fp4: NVFP4 [default: none, or "
+                                                     "the checkpoint's own].")] = None,
     kv_cache_dtype: Annotated[str | None, typer.Option(help="auto | fp8 [default: auto].")] = None,
     enable_expert_parallel: Annotated[bool | None, typer.Option(
         "--enable-expert-parallel", help="MoE models: whole experts per GPU (vLLM's expert parallelism) "
@@ -184,15 +185,18 @@ def gpus() -> None:
     from servesim.cli.render import text_table
 
     rows = [[name, f"{g.peak_flops / 1e12:.0f}", "-" if g.fp8_flops is None else f"{g.fp8_flops / 1e12:.0f}",
+             "-" if g.fp4_flops is None else f"{g.fp4_flops / 1e12:.0f}",
              f"{g.memory_bandwidth / 1e9:.0f}", f"{g.memory_bytes / 2**30:.0f}",
              f"{g.interconnect_bandwidth / 1e9:.0f}", f"{g.pcie_bandwidth / 1e9:.0f}",
              f"{g.compute_efficiency:g}/{g.memory_efficiency:g}/{g.interconnect_efficiency:g}",
              "uniform" if g.kernels is None else "fitted", ", ".join(g.aliases)]
             for name, g in builtin_gpus().items()]
     print("built-in GPUs (--gpu NAME or alias, or --gpu PATH.toml)\n")
-    print(text_table(["name", "bf16 TFLOP/s", "FP8 TFLOP/s", "HBM GB/s", "GiB", "link GB/s", "PCIe GB/s", "eff c/m/l",
-                      "kernels", "aliases"], rows, right={1, 2, 3, 4, 5, 6}, width=shutil.get_terminal_size().columns))
-    print("\n" + textwrap.fill("TFLOP/s: dense tensor-core peaks (FP8: --quantization fp8; -: no FP8 tensor cores); "
+    head = ["name", "bf16 TFLOP/s", "FP8 TFLOP/s", "FP4 TFLOP/s", "HBM GB/s", "GiB", "link GB/s", "PCIe GB/s",
+            "eff c/m/l", "kernels", "aliases"]
+    print(text_table(head, rows, right={1, 2, 3, 4, 5, 6, 7}, width=shutil.get_terminal_size().columns))
+    print("\n" + textwrap.fill("TFLOP/s: dense tensor-core peaks (FP8: --quantization fp8; FP4: --quantization "
+                               "modelopt_fp4, NVFP4; -: none); "
                                "link: GPU-to-GPU, both directions; eff c/m/l: the GEMMs' compute and memory "
                                "efficiencies and NCCL's link efficiency where no TP size is fitted; kernels: "
                                "per-operator constants fitted to measured profiles ([kernels] in the GPU file) or "

@@ -158,7 +158,9 @@ class SimOptions(*_client_flags(), *_engine_flags()):
     dtype: Annotated[str | None, _opt("--dtype", help="Weights and KV: auto, bfloat16, float16 (2 bytes "
                                                       "each).")] = None
     quantization: Annotated[str | None, _opt("--quantization", "-q", help="Roofline: fp8 (weights and activations "
-                                             "of the linear layers at the GPU's FP8 peak). Default: none.")] = None
+                                             "of the linear layers at the GPU's FP8 peak) | modelopt_fp4 (NVFP4: "
+                                             "4.5-bit weights, W4A4 at the FP4 peak on Blackwell, W4A16 before). "
+                                             "Default: none, or the checkpoint's own.")] = None
     kv_cache_dtype: Annotated[str | None, _opt("--kv-cache-dtype", help="Roofline KV cache: auto (the model's dtype) "
                                                "| fp8 (1 byte: more KV blocks, cheaper decode attention).")] = None
     enable_expert_parallel: Annotated[bool | None, _opt("--enable-expert-parallel", help="Roofline, MoE models: "

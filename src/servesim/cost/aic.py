@@ -124,7 +124,8 @@ class AicKernels(Roofline):
         h, hd, L = m.hidden_size, m.head_dim, m.num_hidden_layers
         heads, kv = m.num_attention_heads // tp, max(1, m.num_key_value_heads // tp)
         inter, vocab = m.intermediate_size // tp, -(-m.vocab_size // tp)
-        gq = common.GEMMQuantMode.bfloat16 if self.quantization != "fp8" else \
+        gq = common.GEMMQuantMode.nvfp4 if self.quantization == "modelopt_fp4" else \
+            common.GEMMQuantMode.bfloat16 if self.quantization != "fp8" else \
             common.GEMMQuantMode.fp8_block if self._block else common.GEMMQuantMode.fp8
         fp8_kv = self.kv_cache_dtype.startswith("fp8")
         kvq = common.KVCacheQuantMode.fp8 if fp8_kv else common.KVCacheQuantMode.bfloat16
@@ -157,7 +158,8 @@ class AicKernels(Roofline):
         m, tp = self.model, self.tp
         h, lm, ld = m.hidden_size, m.num_moe_layers, m.num_dense_layers
         ep = tp if self.enable_expert_parallel else 1
-        mq = common.MoEQuantMode.bfloat16 if self.quantization != "fp8" else \
+        mq = common.MoEQuantMode.nvfp4 if self.quantization == "modelopt_fp4" else \
+            common.MoEQuantMode.bfloat16 if self.quantization != "fp8" else \
             common.MoEQuantMode.fp8_block if self._block else common.MoEQuantMode.fp8
         out = [ops.GEMM("router", lm, m.num_local_experts, h, common.GEMMQuantMode.bfloat16)]
         sw = m.shared_expert_intermediate_size // tp

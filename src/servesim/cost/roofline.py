@@ -34,7 +34,10 @@ NUMPY_STRETCH = 24
 PROBE_COUNT = 1 << 30
 # vLLM's names: `--quantization fp8` (weights and activations of the linear layers in FP8, the LM head kept in
 # 16 bits) and `--kv-cache-dtype` (auto: the model's dtype; fp8 variants: one byte per element).
-QUANTIZATIONS = ("fp8",)
+QUANTIZATIONS = ("fp8", "modelopt_fp4")
+# NVFP4 (`--quantization modelopt_fp4`, ModelOpt's NVFP4 checkpoints): 4-bit weights with one FP8 scale per 16,
+# 0.5 + 1/16 bytes a weight (the per-tensor FP32 scale aside)
+NVFP4_BYTES = 0.5625
 KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2")
 
 
@@ -108,7 +111,7 @@ def _check_options(m: ModelSpec, g: GpuSpec, tp: object, quantization: str | Non
     served (the checkpoint's own where --quantization is not given, as vLLM reads it)."""
     if quantization is not None and quantization not in QUANTIZATIONS:
         raise ConfigError(f"--quantization {quantization}: expected one of {', '.join(QUANTIZATIONS)} (or none)")
-    if m.quant_method and quantization not in (None, m.quant_method):
+    if m.quant_method and quantization not in (None, m.quant_method, "modelopt_fp4"):
         raise ConfigError(f"--quantization {quantization}: {m.name}'s checkpoint is {m.quant_method} (its "
                           "quantization_config), which vLLM serves as it is; drop --quantization")
     quantization = quantization or m.quant_method or None
@@ -158,7 +161,7 @@ class Roofline:
 
     __slots__ = ("name", "model", "gpu", "tp", "params", "kv_bytes_per_token", "_c", "_m", "_kl", "_L", "_gemms",
                  "_moe", "_cq", "_dw", "quantization", "kv_cache_dtype", "enable_expert_parallel", "_kernels_layers",
-                 "_attn_prefill", "_block",
+                 "_attn_prefill", "_block", "_aq",
                  "_attn_flops", "_attn_bytes_kv",
                  "_attn_bytes_q", "_elem_bytes", "_elem_s", "_elem_floor", "_ap", "_ad",
                  "_lm", "_sampler_bytes", "_ar_bytes", "_ar_count", "_ar_link", "_weights", "_act_bytes",
@@ -174,6 +177,10 @@ class Roofline:
         # block-wise FP8 (the checkpoint's weight_block_size): vLLM quantizes each GEMM's activations per token
         # and 128-column group in a kernel of its own (`per_token_group_quant_fp8`) before the block GEMM
         self._block = quantization == "fp8" and m.weight_block_size is not None
+        # NVFP4 on a GPU with FP4 tensor cores runs W4A4, its activations quantized per 16 in a kernel of their
+        # own (as block FP8's): bytes read and written per input element of each such GEMM (0: none)
+        w4a4 = quantization == "modelopt_fp4" and g.fp4_flops is not None
+        self._aq = m.dtype_bytes + 1 if self._block else m.dtype_bytes + NVFP4_BYTES if w4a4 else 0
         self.enable_expert_parallel = enable_expert_parallel
         self.name, self.model, self.gpu, self.tp = "roofline", m, g, tp
         self._by_tokens: dict[int, float] = {}
@@ -197,9 +204,12 @@ class Roofline:
         # Seconds per FLOP and per byte, efficiencies folded in.
         self._c = 1.0 / (g.peak_flops * p.compute_efficiency)
         # The linear layers' seconds per FLOP and weight bytes: FP8 at the GPU's dense FP8 peak when quantized.
-        fp8 = quantization == "fp8"
-        self._cq = 1.0 / (g.fp8_flops * p.compute_efficiency) if fp8 else self._c
-        self._dw = 1 if fp8 else d
+        # NVFP4: at the FP4 peak where the GPU has one (W4A4), else dequantized into 16-bit GEMMs (vLLM's Marlin
+        # W4A16 on Hopper), its weights 4.5 bits either way
+        fp8, fp4 = quantization == "fp8", quantization == "modelopt_fp4"
+        self._cq = (1.0 / (g.fp8_flops * p.compute_efficiency) if fp8 else
+                    1.0 / (g.fp4_flops * p.compute_efficiency) if fp4 and g.fp4_flops else self._c)
+        self._dw = 1 if fp8 else NVFP4_BYTES if fp4 else d
         dkv = 1 if kv_cache_dtype.startswith("fp8") else d
         self._m = 1.0 / (g.memory_bandwidth * p.memory_efficiency)
         self._kl, self._L = p.kernel_latency, L
@@ -227,8 +237,8 @@ class Roofline:
             local, _, _, experts, router, shared, _, _ = self._moe
             moe_w, router_w = local * sum(k * n for _, k, n in experts) + sum(k * n for _, k, n in shared), h * router
         lm = m.num_moe_layers
-        self._weights = (self._dw * (L * attn_w + (L - lm) * dense_w + lm * moe_w)
-                         + d * (lm * router_w + vocab * h * (1 if m.tie_word_embeddings else 2)))
+        self._weights = int(self._dw * (L * attn_w + (L - lm) * dense_w + lm * moe_w)
+                            + d * (lm * router_w + vocab * h * (1 if m.tie_word_embeddings else 2)))
         act = gate_up + inter if self._moe is None else max(self._moe_act(), (gate_up + inter) * (lm < L))
         self._act_bytes = d * (2 * h + act)  # live activations per token at the MLP
         self._check_finite()
@@ -352,8 +362,8 @@ class Roofline:
         d = self.model.dtype_bytes
         c, dw = (self._cq, self._dw) if quantized else (self._c, d)
         fc, fm = 2.0 * padded * k * n * c, (dw * weight_copies * k * n + d * tokens * (k + n)) * self._m
-        if quantized and self._block:  # the activation quantization kernel before it: reads 16 bits, writes 8
-            q = tokens * k * (d + 1) * self._m + self._kl
+        if quantized and self._aq:  # the activation quantization kernel before it: reads 16 bits, writes 8 or 4.5
+            q = tokens * k * self._aq * self._m + self._kl
             return fc + q, fm + q
         return fc, fm
 

@@ -32,7 +32,8 @@ NON_GATED_MODEL_TYPES = frozenset({"bloom", "gpt2", "gpt_neox", "gptj", "opt", "
 # class passes False (transformers' LlamaConfig, MistralConfig, MixtralConfig, Qwen2Config, Qwen2MoeConfig).
 UNTIED_MODEL_TYPES = frozenset({"llama", "mistral", "mixtral", "qwen2", "qwen2_moe"})
 # A GPU TOML's keys (datasheet units) and its [efficiency] table's; anything else is refused as a likely typo.
-GPU_KEYS = ("name", "description", "aliases", "dense_bf16_tflops", "dense_fp8_tflops", "memory_bandwidth_gb_s",
+GPU_KEYS = ("name", "description", "aliases", "dense_bf16_tflops", "dense_fp8_tflops", "dense_fp4_tflops",
+            "memory_bandwidth_gb_s",
             "memory_gib", "interconnect_gb_s", "pcie_gb_s", "efficiency", "kernels", "allreduce")
 GPU_EFFICIENCY_KEYS = ("compute", "memory", "interconnect", "allreduce_latency_us", "kernel_latency_us",
                        "step_overhead_ms")
@@ -583,6 +584,7 @@ class GpuSpec:
     step_overhead: float = 1e-3  # seconds
     aliases: tuple[str, ...] = ()
     fp8_flops: float | None = None  # dense FP8 tensor-core FLOP/s; None: no FP8 tensor cores (A100)
+    fp4_flops: float | None = None  # dense FP4 (NVFP4) tensor-core FLOP/s; None: none (before Blackwell)
     kernels: KernelFit | None = None  # per-operator constants (the file's [kernels]); None: `KernelFit.uniform`
     # NCCL all-reduce protocols per TP size (the file's [allreduce]): ((tp, ((latency s, efficiency), ...)), ...);
     # a TP size not listed gets (allreduce_latency, interconnect_efficiency).
@@ -610,8 +612,10 @@ class GpuSpec:
                 bad(field, "a finite number of seconds >= 0")
         if not isinstance(self.aliases, tuple) or not all(isinstance(a, str) for a in self.aliases):
             bad("aliases", "a tuple of strings")
-        if self.fp8_flops is not None and not (is_finite(self.fp8_flops) and self.fp8_flops > 0):
-            bad("fp8_flops", "a finite number > 0 or None")
+        for field in ("fp8_flops", "fp4_flops"):
+            value = getattr(self, field)
+            if value is not None and not (is_finite(value) and value > 0):
+                bad(field, "a finite number > 0 or None")
         for tp, protocols in self.allreduce_by_tp:
             if not (is_int(tp) and tp >= 2 and protocols and all(
                     is_finite(lat) and lat >= 0 and is_real(eff) and 0 < eff <= 1 for lat, eff in protocols)):
@@ -673,6 +677,7 @@ class GpuSpec:
             step_overhead=number("efficiency", "step_overhead_ms", default=1.0, kind="time") * 1e-3,
             aliases=tuple(aliases),
             fp8_flops=number("dense_fp8_tflops") * 1e12 if "dense_fp8_tflops" in data else None,
+            fp4_flops=number("dense_fp4_tflops") * 1e12 if "dense_fp4_tflops" in data else None,
             kernels=_kernels_table(doc, data, source),
             allreduce_by_tp=_allreduce_table(doc, data),
         )

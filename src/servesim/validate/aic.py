@@ -11,7 +11,8 @@ AIConfigurator's own benchmark script sends a point (aiconfigurator `generator/c
 benchmark/bench_run.sh.j2`: `aiperf profile --concurrency C --num-requests 20C --warmup-request-count 2C
 --streaming`, ISL and OSL stddev 0, `ignore_eos`): AIPerf's warm-up phase, then its profiling phase of 20
 rounds, every user starting together (`servesim.clients.aiperf`). Either way the engine's defaults for the
-GPU; FP8 weights where the row's GEMMs are FP8, block-wise where the checkpoint is (MiniMax-M2.5,
+GPU; NVFP4 (`--quantization modelopt_fp4`) where its GEMMs and experts are; FP8 weights where the row's
+GEMMs are FP8, block-wise where the checkpoint is (MiniMax-M2.5,
 DeepSeek-V3/R1, Qwen3-235B-A22B-FP8: their quantization_config, which the engines read whatever the row's
 label says). A row servesim cannot express yet is out of reach, with the
 reason (a model or GPU it does not know, TensorRT-LLM, disaggregated serving, pipeline or attention-data
@@ -28,7 +29,10 @@ from servesim.validate.rows import Point
 MODELS = {"meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b", "nvidia/Llama-3.1-8B-Instruct-FP8": "llama-3.1-8b",
           "meta-llama/Llama-3.1-70B": "llama-3.1-70b", "Qwen/Qwen3-32B": "qwen3-32b",
           "MiniMaxAI/MiniMax-M2.5": "minimax-m2.5", "Qwen/Qwen3-235B-A22B-FP8": "qwen3-235b-a22b-fp8",
-          "deepseek-ai/DeepSeek-V3": "deepseek-v3", "deepseek-ai/DeepSeek-R1": "deepseek-r1"}
+          "deepseek-ai/DeepSeek-V3": "deepseek-v3", "deepseek-ai/DeepSeek-R1": "deepseek-r1",
+          # NVIDIA's NVFP4 checkpoints: the base model's shapes (DeepSeek-V3.1's config has DeepSeek-V3's)
+          "nvidia/DeepSeek-R1-NVFP4": "deepseek-r1", "nvidia/DeepSeek-V3.1-NVFP4": "deepseek-v3",
+          "nvidia/Qwen3-32B-NVFP4": "qwen3-32b"}
 GPUS = {"h100_sxm": "h100-80gb", "h200_sxm": "h200", "b200_sxm": "b200", "b300_sxm": "b300", "gb200": "gb200",
         "gb300": "gb300"}
 ENGINES = ("vllm", "sglang")
@@ -76,7 +80,9 @@ def read_silicon(path: Path | None = None, start: str = "staggered",
             fields |= {"num_requests": AIPERF_ROUNDS * c, "warmup_requests": AIPERF_WARMUP_ROUNDS * c}
         else:
             fields |= {"start": start, "num_requests": max(MIN_MEASURED, MEASURED_WAVES * c), "warmup_requests": c}
-        if row["gemm_quant_mode"] == "fp8" or _block_checkpoint(fields["model"]):
+        if row["gemm_quant_mode"] == "nvfp4":  # an NVFP4 checkpoint of the model (NVIDIA's ModelOpt ones)
+            fields["quantization"] = "modelopt_fp4"
+        elif row["gemm_quant_mode"] == "fp8" or _block_checkpoint(fields["model"]):
             fields["quantization"] = "fp8"  # (a block-wise FP8 checkpoint is served as one: its own config)
         if _set(row["moe_ep_size"]):  # whole experts over the TP ranks (`_out_of_reach`: ep = tp, MoE TP 1)
             fields["enable_expert_parallel"] = True
@@ -108,8 +114,11 @@ def _out_of_reach(row: dict) -> str | None:
         return f"moe_ep_size {ep} beside moe_tp_size {moe_tp} (tp_size {tp}) is not modelled yet"
     if not _set(ep) and _set(moe_tp) and moe_tp != tp:
         return f"moe_tp_size {moe_tp} apart from tp_size {tp} is not modelled yet"
+    gemm, moe = row["gemm_quant_mode"], row["moe_quant_mode"]
+    if "nvfp4" in (gemm, moe) and (gemm != "nvfp4" or moe not in (None, "", "nvfp4")):
+        return f"{gemm} GEMMs beside {moe} experts are not modelled yet"
     for name in ("gemm_quant_mode", "moe_quant_mode"):
-        if row[name] not in (None, "", "fp8", "fp8_block"):
+        if row[name] not in (None, "", "fp8", "fp8_block", "nvfp4"):
             return f"{row[name]} weights are not modelled yet"
         if row[name] == "fp8_block" and not _block_checkpoint(MODELS[row["model_path"]]):
             return f"fp8_block weights of {row['model_path']}: servesim has its checkpoint in BF16 only"
