@@ -187,3 +187,16 @@ def test_each_engine_takes_expert_parallelism_under_its_own_flag(monkeypatch, ca
     for extra in (["--enable-expert-parallel"], ["--policy", "sglang", "--ep-size", "2"]):
         code, _, err = cli(monkeypatch, capsys, *run, *extra)
         assert code == 0, err
+
+
+def test_a_multimodal_configs_language_model_is_read_from_its_text_config(tmp_path):
+    # transformers' get_text_config: the language model's keys under text_config; an error names them there
+    path = tmp_path / "config.json"
+    inner = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 100,
+             "intermediate_size": 128, "tie_word_embeddings": False}
+    path.write_text(json.dumps({"model_type": "kimi_k25", "text_config": inner}, indent=1))
+    m = load_model(str(path))
+    assert (m.hidden_size, m.num_hidden_layers) == (64, 2)
+    path.write_text(json.dumps({"model_type": "kimi_k25", "text_config": inner | {"vocab_size": "x"}}, indent=1))
+    with pytest.raises(ConfigError, match=r"config\.json:[0-9]+: text_config\.vocab_size: expected an integer"):
+        load_model(str(path))

@@ -228,6 +228,7 @@ class InputDoc:
     text: str | None = None
     error: type[ServesimError] = ConfigError
     kind: str = "json"  # json | toml
+    prefix: tuple[str | int, ...] = ()  # the part of the file read (a multimodal config's text_config)
 
     def line(self, where: tuple[str | int, ...]) -> int | None:
         """The line of the value at `where`; for a missing key, of the object that lacks it (None at the top)."""
@@ -245,6 +246,7 @@ class InputDoc:
 
     def fail(self, where: tuple[str | int, ...], expected: str,
              error: type[ServesimError] | None = None) -> NoReturn:
+        where = (*self.prefix, *where)
         line = self.line(where)
         loc = f"{self.path}:{line}" if line else f"{self.path}"
         field = field_name(where)
@@ -415,6 +417,11 @@ class ModelSpec:
         doc = InputDoc(source, text)
         if not isinstance(config, dict):
             doc.fail_type((), config, "a JSON object (a Hugging Face config.json)")
+        if isinstance(config.get("text_config"), dict) and "hidden_size" not in config:
+            # a multimodal model's language model (transformers' `get_text_config`: Kimi-K2.5, Llama 4, Qwen-VL);
+            # its vision tower's weights are not counted
+            config = {"quantization_config": config.get("quantization_config"), **config["text_config"]}
+            doc = InputDoc(source, text, prefix=("text_config",))
 
         def key_of(*keys: str) -> str | None:
             return next((k for k in keys if config.get(k) is not None), None)  # null counts as absent, as in HF
