@@ -165,6 +165,12 @@ def test_a_block_fp8_checkpoint_is_served_as_its_config_says(tmp_path):
     shape = StepShape.of(decodes=[500] * 16)
     qkv = [{o.name: o for o in r.breakdown(shape)}["qkv_proj"].seconds for r in (block, tensor)]
     assert qkv[0] - qkv[1] == pytest.approx(94 * (16 * 4096 * 3 * block._m + block._kl), rel=1e-9)
+    # its work as the breakdown counts it: 16 tokens padded to a 128-row tile x 4,096 x 2,304 (16 + 2 x 1 heads of
+    # 128 on each of 4 GPUs) FLOPs; 1-byte weights, 16-bit activations in and out, and the quantization kernel's
+    # 16 x 4,096 x 3 bytes
+    op = {o.name: o for o in block.breakdown(shape)}["qkv_proj"]
+    assert op.flops == 94 * 2 * 128 * 4096 * 2304
+    assert op.bytes == 94 * (4096 * 2304 + 2 * 16 * (4096 + 2304) + 16 * 4096 * 3)
     # a checkpoint quantized otherwise is refused, naming the key
     with pytest.raises(ConfigError, match="quantization_config.quant_method: \"awq\" checkpoints are not modelled"):
         load_model(_config(tmp_path, quantization_config={"quant_method": "awq"}))

@@ -367,6 +367,16 @@ class Roofline:
             return fc + q, fm + q
         return fc, fm
 
+    def _gemm_work(self, tokens: int, k: int, n: int, weight_copies: float = 1.0,
+                   quantized: bool = True) -> tuple[float, float]:
+        """(FLOPs, bytes) of one GEMM as `_gemm` prices it (the breakdown's columns): the padded token rows'
+        FLOPs; its weights and activations, and an activation quantization kernel's bytes."""
+        padded = -(-tokens // GEMM_TILE_TOKENS) * GEMM_TILE_TOKENS
+        d = self.model.dtype_bytes
+        dw = self._dw if quantized else d
+        nbytes = dw * weight_copies * k * n + d * tokens * (k + n)
+        return 2.0 * padded * k * n, nbytes + (tokens * k * self._aq if quantized else 0)
+
     def _experts_touched(self, tokens: int) -> float:
         """Expected distinct experts a rank holds that a step touches, with uniform routing: its share of
         E (1 - (1 - k/E)^tokens)."""
@@ -517,15 +527,18 @@ class Roofline:
         rows routed to this rank, the experts it touches), and the dense layers' MLP."""
         return sum(count * (max(fc, fm) + self._kl) for _, fc, fm, count in self._moe_ops(tokens))
 
-    def _moe_ops(self, tokens: int) -> list[tuple[str, float, float, int]]:
-        """(name, compute s, memory s, layers) of each GEMM in a MoE model's MLPs at `tokens` tokens."""
+    def _moe_ops(self, tokens: int, work: bool = False) -> list[tuple]:
+        """(name, compute s, memory s, layers) of each GEMM in a MoE model's MLPs at `tokens` tokens; `work`:
+        with its (FLOPs, bytes) too."""
         _, rows, _, experts, router, shared, lm, (dense, ld) = self._moe
         h = self.model.hidden_size
-        out = [("router", *self._gemm(tokens, h, router, quantized=False), lm)]
-        out += [(name, *self._gemm(tokens, k, n), lm) for name, k, n in shared]
         touched, routed = self._experts_touched(tokens), math.ceil(tokens * rows)
-        out += [(f"experts.{name}", *self._gemm(routed, k, n, weight_copies=touched), lm) for name, k, n in experts]
-        return out + [(name, *self._gemm(tokens, k, n), ld) for name, k, n in dense]
+        gemms = [("router", (tokens, h, router, 1.0, False), lm)]
+        gemms += [(name, (tokens, k, n, 1.0, True), lm) for name, k, n in shared]
+        gemms += [(f"experts.{name}", (routed, k, n, touched, True), lm) for name, k, n in experts]
+        gemms += [(name, (tokens, k, n, 1.0, True), ld) for name, k, n in dense]
+        return [(name, *self._gemm(*args), count, *(self._gemm_work(*args) if work else ()))
+                for name, args, count in gemms]
 
     def breakdown(self, shape: StepShape) -> list[OpCost]:
         """Per-operator times over all layers, each marked compute- or memory-bound; sums to `step_time` without an
@@ -539,12 +552,11 @@ class Roofline:
 
         if tokens:
             for name, k, n in self._gemms:
-                fc, fm = self._gemm(tokens, k, n)
-                add(name, fc, fm, L, fc / self._cq, fm / self._m)
+                add(name, *self._gemm(tokens, k, n), L, *self._gemm_work(tokens, k, n))
             if self._moe is not None:
-                for name, fc, fm, count in self._moe_ops(tokens):
+                for name, fc, fm, count, flops, nbytes in self._moe_ops(tokens, work=True):
                     if count:
-                        add(name, fc, fm, count, fc / (self._c if name == "router" else self._cq), fm / self._m)
+                        add(name, fc, fm, count, flops, nbytes)
             for label, want in (("attention (prefill)", False), ("attention (decode)", True)):
                 rows = [(q, cx) for q, cx, dec in zip(shape.num_new_tokens, shape.num_context_tokens,
                                                       shape.is_decode) if dec == want]
