@@ -206,3 +206,27 @@ def test_a_multimodal_configs_language_model_is_read_from_its_text_config(tmp_pa
     path.write_text(json.dumps({"model_type": "kimi_k25", "text_config": inner | {"vocab_size": "x"}}, indent=1))
     with pytest.raises(ConfigError, match=r"config\.json:[0-9]+: text_config\.vocab_size: expected an integer"):
         load_model(str(path))
+
+
+def test_kimi_k2_5s_4_bit_experts_and_16_bit_rest():
+    # Kimi-K2.5's config.json (its text_config): DeepSeek-V3's layout with 384 experts, 64 heads, one dense
+    # layer; Moonshot's card: 1T parameters, 32B activated. Its compressed-tensors quantization_config: 4-bit
+    # symmetric integer weights in groups of 32 (0.5 + 2/32 bytes a weight), attention, shared experts and dense
+    # MLPs ignored (16-bit): the routed experts alone are 4-bit, served W4A16
+    m = load_model("kimi-k2.5")
+    assert round(m.num_parameters / 1e12, 2) == 1.03 and round(m.num_active_parameters / 1e9) == 33  # 32.9
+    assert (m.quant_method, m.int4_group_size, m.int4_experts_only, m.num_dense_layers) == (
+        "compressed-tensors", 32, True, 1)
+    r = Roofline(m, "h200", 8)
+    ops = {o.name: o for o in r.breakdown(StepShape.of(decodes=[100]))}
+    # one token: its 8 experts of 60 MoE layers, 7,168 x 512 (2 x 2,048 / 8) at 0.5625 B, 8 routed rows in and out
+    assert ops["experts.gate_up_proj"].bytes == pytest.approx(60 * (8 * 7168 * 512 * 0.5625 + 8 * (7168 + 512) * 2))
+    # the attention's GEMMs stay 16-bit: q_b_proj 1,536 x 8 x 192 at 2 B, the token in and out
+    assert ops["q_b_proj"].bytes == 61 * (1536 * 8 * 192 * 2 + 2 * (1536 + 8 * 192))
+
+
+def test_other_compressed_tensors_schemes_are_refused(tmp_path):
+    scheme = {"quant_method": "compressed-tensors", "ignore": ["lm_head"], "config_groups": {"group_0": {
+        "weights": {"num_bits": 8, "type": "int", "strategy": "channel", "symmetric": True}}}}
+    with pytest.raises(ConfigError, match="only 4-bit symmetric integer weights per group"):
+        load_model(_config(tmp_path, quantization_config=scheme))

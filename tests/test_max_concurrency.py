@@ -93,3 +93,16 @@ def test_cli_and_result_file(tmp_path, monkeypatch, capsys):
     c = simulate_cluster([Request("a", 0.0, 10, 2), Request("b", 0.0, 10, 2)], num_replicas=2,
                          config=EngineConfig(max_concurrency=1), cost="unit")
     assert c.cluster.timelines.arrival_time.tolist() == [0.0, 2.0]
+
+
+def test_a_paced_send_due_before_its_slot_frees_waits_for_it():
+    # (found by the property test above) cap 2, sends in order: r4's last step ends 4.096 us late (one 128 KiB
+    # block swapped over 32 GB/s of PCIe: 131,072 / 32e9 s), after r1's due time, 4.0; r1 is sent when r4's
+    # slot frees, not at 4.0 with r3 and r4 both still in flight
+    reqs = [Request("r0", 0.0, 1, 1), Request("r1", 3.0, 1, 1), Request("r2", 0.0, 1, 1), Request("r3", 1.0, 1, 2),
+            Request("r4", 0.0, 1, 3), Request("r5", 0.0, 1, 1)]
+    cfg = EngineConfig(max_num_batched_tokens=4, max_num_seqs=2, enable_chunked_prefill=False, block_size=1,
+                       num_gpu_blocks=4, preemption_mode="swap", max_concurrency=2, client_sends_in_order=True)
+    got = {t.id: t for t in simulate(reqs, cfg, "vllm", "unit").requests}
+    assert got["r4"].finish_time == pytest.approx(4 + 131_072 / 32e9, abs=1e-12)
+    assert got["r1"].arrival_time == got["r4"].finish_time

@@ -105,6 +105,9 @@ class AicKernels(Roofline):
                  backend_version: str | None = None, enable_expert_parallel: bool = False) -> None:
         super().__init__(model, gpu, tp, engine=engine, quantization=quantization, kv_cache_dtype=kv_cache_dtype,
                          enable_expert_parallel=enable_expert_parallel)
+        if self.quantization == "compressed-tensors" and not self.model.int4_experts_only:
+            raise ConfigError(f"--cost aic: {self.model.name}'s 4-bit linear layers are not mapped to "
+                              "AIConfigurator's tables yet (its routed experts' are); expected --cost roofline")
         if self.model.is_mla:
             raise ConfigError(f"--cost aic: {self.model.name}'s multi-head latent attention is not mapped to "
                               "AIConfigurator's tables yet; expected --cost roofline")
@@ -158,9 +161,12 @@ class AicKernels(Roofline):
         m, tp = self.model, self.tp
         h, lm, ld = m.hidden_size, m.num_moe_layers, m.num_dense_layers
         ep = tp if self.enable_expert_parallel else 1
-        mq = common.MoEQuantMode.nvfp4 if self.quantization == "modelopt_fp4" else \
-            common.MoEQuantMode.bfloat16 if self.quantization != "fp8" else \
-            common.MoEQuantMode.fp8_block if self._block else common.MoEQuantMode.fp8
+        if self.quantization == "compressed-tensors":  # (W4A16 experts: its int4_wo tables)
+            mq = common.MoEQuantMode.int4_wo
+        else:
+            mq = common.MoEQuantMode.nvfp4 if self.quantization == "modelopt_fp4" else \
+                common.MoEQuantMode.bfloat16 if self.quantization != "fp8" else \
+                common.MoEQuantMode.fp8_block if self._block else common.MoEQuantMode.fp8
         out = [ops.GEMM("router", lm, m.num_local_experts, h, common.GEMMQuantMode.bfloat16)]
         sw = m.shared_expert_intermediate_size // tp
         if sw:

@@ -38,6 +38,11 @@ QUANTIZATIONS = ("fp8", "modelopt_fp4")
 # NVFP4 (`--quantization modelopt_fp4`, ModelOpt's NVFP4 checkpoints): 4-bit weights with one FP8 scale per 16,
 # 0.5 + 1/16 bytes a weight (the per-tensor FP32 scale aside)
 NVFP4_BYTES = 0.5625
+
+
+def int4_bytes(group_size: int) -> float:
+    """Bytes a weight of compressed-tensors' W4A16 checkpoints: 4 bits and a 16-bit scale per group."""
+    return 0.5 + 2 / group_size
 KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2")
 
 
@@ -161,7 +166,7 @@ class Roofline:
 
     __slots__ = ("name", "model", "gpu", "tp", "params", "kv_bytes_per_token", "_c", "_m", "_kl", "_L", "_gemms",
                  "_moe", "_cq", "_dw", "quantization", "kv_cache_dtype", "enable_expert_parallel", "_kernels_layers",
-                 "_attn_prefill", "_block", "_aq",
+                 "_attn_prefill", "_block", "_aq", "_ew",
                  "_attn_flops", "_attn_bytes_kv",
                  "_attn_bytes_q", "_elem_bytes", "_elem_s", "_elem_floor", "_ap", "_ad",
                  "_lm", "_sampler_bytes", "_ar_bytes", "_ar_count", "_ar_link", "_weights", "_act_bytes",
@@ -210,6 +215,12 @@ class Roofline:
         self._cq = (1.0 / (g.fp8_flops * p.compute_efficiency) if fp8 else
                     1.0 / (g.fp4_flops * p.compute_efficiency) if fp4 and g.fp4_flops else self._c)
         self._dw = 1 if fp8 else NVFP4_BYTES if fp4 else d
+        # compressed-tensors W4A16 (the checkpoint's): 16-bit GEMMs over 4-bit weights, every linear layer's or
+        # the routed experts' alone; `_ew`: the routed experts' bytes a weight
+        self._ew = self._dw
+        if quantization == "compressed-tensors":
+            self._ew = int4_bytes(m.int4_group_size)
+            self._dw = d if m.int4_experts_only else self._ew
         dkv = 1 if kv_cache_dtype.startswith("fp8") else d
         self._m = 1.0 / (g.memory_bandwidth * p.memory_efficiency)
         self._kl, self._L = p.kernel_latency, L
@@ -232,12 +243,13 @@ class Roofline:
         if self._moe is None:
             self._gemms += mlp
         self._set_kernels(m, g, p, tp, heads, kv_heads, inter, gate_up, vocab)
-        dense_w, moe_w, router_w = h * gate_up + inter * h, 0, 0
+        dense_w, shared_w, experts_w, router_w = h * gate_up + inter * h, 0, 0, 0
         if self._moe is not None:  # (the router stays in 16 bits under FP8, as vLLM builds it)
             local, _, _, experts, router, shared, _, _ = self._moe
-            moe_w, router_w = local * sum(k * n for _, k, n in experts) + sum(k * n for _, k, n in shared), h * router
+            experts_w, shared_w = local * sum(k * n for _, k, n in experts), sum(k * n for _, k, n in shared)
+            router_w = h * router
         lm = m.num_moe_layers
-        self._weights = int(self._dw * (L * attn_w + (L - lm) * dense_w + lm * moe_w)
+        self._weights = int(self._dw * (L * attn_w + (L - lm) * dense_w + lm * shared_w) + self._ew * lm * experts_w
                             + d * (lm * router_w + vocab * h * (1 if m.tie_word_embeddings else 2)))
         act = gate_up + inter if self._moe is None else max(self._moe_act(), (gate_up + inter) * (lm < L))
         self._act_bytes = d * (2 * h + act)  # live activations per token at the MLP
@@ -354,13 +366,13 @@ class Roofline:
     # -- per-operator pieces (shared by step_time and breakdown) -------------------------------------------------
 
     def _gemm(self, tokens: int, k: int, n: int, weight_copies: float = 1.0,
-              quantized: bool = True) -> tuple[float, float]:
+              quantized: bool = True, expert: bool = False) -> tuple[float, float]:
         """(compute seconds, memory seconds) of one GEMM: weights read once, activations in and out (16-bit; an
         FP8 GEMM's activation quantization is fused into the kernel before it). `quantized=False`: the LM head,
         which vLLM's fp8 quantization leaves in 16 bits."""
         padded = -(-tokens // GEMM_TILE_TOKENS) * GEMM_TILE_TOKENS
         d = self.model.dtype_bytes
-        c, dw = (self._cq, self._dw) if quantized else (self._c, d)
+        c, dw = (self._cq, self._ew if expert else self._dw) if quantized else (self._c, d)
         fc, fm = 2.0 * padded * k * n * c, (dw * weight_copies * k * n + d * tokens * (k + n)) * self._m
         if quantized and self._aq:  # the activation quantization kernel before it: reads 16 bits, writes 8 or 4.5
             q = tokens * k * self._aq * self._m + self._kl
@@ -368,12 +380,12 @@ class Roofline:
         return fc, fm
 
     def _gemm_work(self, tokens: int, k: int, n: int, weight_copies: float = 1.0,
-                   quantized: bool = True) -> tuple[float, float]:
+                   quantized: bool = True, expert: bool = False) -> tuple[float, float]:
         """(FLOPs, bytes) of one GEMM as `_gemm` prices it (the breakdown's columns): the padded token rows'
         FLOPs; its weights and activations, and an activation quantization kernel's bytes."""
         padded = -(-tokens // GEMM_TILE_TOKENS) * GEMM_TILE_TOKENS
         d = self.model.dtype_bytes
-        dw = self._dw if quantized else d
+        dw = (self._ew if expert else self._dw) if quantized else d
         nbytes = dw * weight_copies * k * n + d * tokens * (k + n)
         return 2.0 * padded * k * n, nbytes + (tokens * k * self._aq if quantized else 0)
 
@@ -535,7 +547,7 @@ class Roofline:
         touched, routed = self._experts_touched(tokens), math.ceil(tokens * rows)
         gemms = [("router", (tokens, h, router, 1.0, False), lm)]
         gemms += [(name, (tokens, k, n, 1.0, True), lm) for name, k, n in shared]
-        gemms += [(f"experts.{name}", (routed, k, n, touched, True), lm) for name, k, n in experts]
+        gemms += [(f"experts.{name}", (routed, k, n, touched, True, True), lm) for name, k, n in experts]
         gemms += [(name, (tokens, k, n, 1.0, True), ld) for name, k, n in dense]
         return [(name, *self._gemm(*args), count, *(self._gemm_work(*args) if work else ()))
                 for name, args, count in gemms]

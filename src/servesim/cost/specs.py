@@ -305,6 +305,11 @@ class ModelSpec:
     # --quantization): "fp8", and its weight_block_size for block-wise scales (DeepSeek-V3's [128, 128])
     quant_method: str = ""
     weight_block_size: tuple[int, int] | None = None
+    # compressed-tensors' 4-bit integer weights (W4A16, symmetric, one 16-bit scale per group): the group size,
+    # and whether only the routed experts are quantized (Kimi-K2's checkpoints leave attention, the shared
+    # experts and the dense MLPs in 16 bits); 0: not such a checkpoint
+    int4_group_size: int = 0
+    int4_experts_only: bool = False
     qk_nope_head_dim: int = 0
     qk_rope_head_dim: int = 0
     v_head_dim: int = 0
@@ -337,8 +342,10 @@ class ModelSpec:
                       "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
             if not is_int(getattr(self, field)) or getattr(self, field) < 0:
                 bad(field, getattr(self, field), "an integer >= 0")
-        if self.quant_method not in ("", "fp8"):
-            bad("quant_method", self.quant_method, "'' (the model's dtype) or fp8")
+        if self.quant_method not in ("", "fp8", "compressed-tensors"):
+            bad("quant_method", self.quant_method, "'' (the model's dtype), fp8 or compressed-tensors")
+        if (self.quant_method == "compressed-tensors") != (is_int(self.int4_group_size) and self.int4_group_size > 0):
+            bad("int4_group_size", self.int4_group_size, "a group size > 0 exactly for compressed-tensors")
         wbs = self.weight_block_size
         if wbs is not None and not (isinstance(wbs, tuple) and len(wbs) == 2 and all(is_int(b) and b > 0
                                                                                   for b in wbs)):
@@ -535,14 +542,53 @@ def _quantization_config(doc: InputDoc, config: dict) -> dict:
         return {}
     if not isinstance(q, dict):
         doc.fail_type(("quantization_config",), q, "an object")
+    if q.get("quant_method") == "compressed-tensors":
+        return _int4_config(doc, q)
     if q.get("quant_method") != "fp8":
         doc.fail(("quantization_config", "quant_method"), f"{show(q.get('quant_method'))} checkpoints are not "
-                 "modelled yet; expected fp8")
+                 "modelled yet; expected fp8 or compressed-tensors")
     block = q.get("weight_block_size")
     if block is not None and not (isinstance(block, list) and len(block) == 2 and all(is_int(b) and b > 0
                                                                                      for b in block)):
         doc.fail_type(("quantization_config", "weight_block_size"), block, "two positive integers")
     return {"quant_method": "fp8", "weight_block_size": tuple(block) if block else None}
+
+
+# A module of each family, named as vLLM's DeepSeek-style models name them, to try a checkpoint's `ignore` on
+INT4_FAMILIES = {"attention": "model.layers.1.self_attn.q_proj", "dense": "model.layers.0.mlp.gate_proj",
+                 "shared": "model.layers.1.mlp.shared_experts.gate_proj",
+                 "experts": "model.layers.1.mlp.experts.0.gate_proj"}
+
+
+def _int4_config(doc: InputDoc, q: dict) -> dict:
+    """compressed-tensors as vLLM's `CompressedTensorsConfig` reads it, for the one scheme modelled: a single
+    config group of symmetric 4-bit integer weights quantized per group, activations left in 16 bits (W4A16,
+    its `pack-quantized` format); `ignore` (exact names, or `re:` patterns matched from the name's start) keeps
+    some modules in 16 bits: every linear layer quantized, or the routed experts only."""
+    where = ("quantization_config", "config_groups")
+    groups = q.get("config_groups")
+    if not isinstance(groups, dict) or len(groups) != 1:
+        doc.fail(where, "expected one config group (one quantization scheme)")
+    (name, group), = groups.items()
+    w = group.get("weights") if isinstance(group, dict) else None
+    ok = isinstance(w, dict) and w.get("num_bits") == 4 and w.get("type") == "int" and w.get("strategy") == "group" \
+        and is_int(w.get("group_size")) and w["group_size"] > 0 and w.get("symmetric", True) is True
+    if not ok or group.get("input_activations") is not None:
+        doc.fail((*where, name), "only 4-bit symmetric integer weights per group with 16-bit activations (W4A16) "
+                 "are modelled yet")
+    ignore = q.get("ignore") or []
+    if not isinstance(ignore, list) or not all(isinstance(p, str) for p in ignore):
+        doc.fail_type(("quantization_config", "ignore"), ignore, "a list of module names or re: patterns")
+
+    def ignored(module: str) -> bool:
+        return any(re.match(p[3:], module) if p.startswith("re:") else p == module for p in ignore)
+
+    kept = {family for family, module in INT4_FAMILIES.items() if not ignored(module)}
+    if kept not in (set(INT4_FAMILIES), {"experts"}):
+        doc.fail(("quantization_config", "ignore"), f"4-bit {', '.join(sorted(kept)) or 'nothing'}: only every "
+                 "linear layer or the routed experts alone are modelled yet")
+    return {"quant_method": "compressed-tensors", "int4_group_size": w["group_size"], "int4_experts_only":
+            kept == {"experts"}}
 
 
 def _shared_and_dense(doc: InputDoc, config: dict, integer, experts: int, expert_width: int,

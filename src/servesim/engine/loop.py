@@ -85,6 +85,7 @@ class Engine:
                  "step", "n_done", "arrivals",
                  "release", "preemptions", "swap_seconds_per_block", "check_invariants", "_sink", "followers",
                  "pending", "num_served", "until", "max_concurrency", "in_flight", "backlog", "passed", "in_order",
+                 "free_since",
                  "shift")
 
     def __init__(self, requests: Sequence[Request], cfg: EngineConfig, policy: str, cost: CostModel, record: str,
@@ -129,6 +130,9 @@ class Engine:
         self.max_concurrency, self.in_flight = cfg.max_concurrency, 0
         self.backlog: deque[RequestState] = deque()  # arrived, not yet sent (first come, first served)
         self.passed: set[int] = set()  # sent from the backlog: their slot is taken
+        # when each free slot came free (ascending): a request due before its slot freed is sent when it did, not
+        # at its due time (a step's end can pass both)
+        self.free_since: deque[float] = deque([-math.inf] * (cfg.max_concurrency or 0))
         # AIPerf's --request-rate with --concurrency: the next gap starts at a send, so a send held for a slot
         # holds every later one back, by `shift` seconds in all so far
         self.in_order, self.shift = cfg.client_sends_in_order and cfg.max_concurrency is not None, 0.0
@@ -223,7 +227,7 @@ class Engine:
                 if self.in_flight >= cap:
                     self.backlog.append(s)
                     continue
-                self.in_flight += 1
+                self._take_slot(s)
             self._send(s)
         self.nxt = nxt
         self.next_arrival = min((t for t in (times[nxt], pending[0][0] if pending else None) if t is not None),
@@ -241,13 +245,23 @@ class Engine:
             if self.in_flight >= cap:
                 self.backlog.append(s)
                 break
-            self.in_flight += 1
+            self.shift += self._take_slot(s)
             self._send(s)
         while self.pending and self.pending[0][0] <= now:  # sent from the backlog when a slot freed
             self._send(heappop(self.pending)[2])
         due = None if self.backlog or times[self.nxt] is None else times[self.nxt] + self.shift
         self.next_arrival = min((t for t in (due, self.pending[0][0] if self.pending else None) if t is not None),
                                 default=None)
+
+    def _take_slot(self, s: RequestState) -> float:
+        """`s` takes the slot free the longest, sent at its own time or when that slot came free if later (the
+        seconds it was held, returned)."""
+        self.in_flight += 1
+        held = self.free_since.popleft() - s.request.arrival_time
+        if held <= 0:
+            return 0.0
+        s.request = replace(s.request, arrival_time=s.request.arrival_time + held)
+        return held
 
     def _send(self, s: RequestState) -> None:
         """`s` reaches the engine now: the scheduler's waiting queue (and this step's record)."""
@@ -273,6 +287,8 @@ class Engine:
         if self.max_concurrency is None:
             return
         self.in_flight -= 1
+        if not self.backlog:
+            self.free_since.append(s.finish_time)
         if self.backlog:
             f = self.backlog.popleft()
             # a closed loop's user thinks before sending it (`workloads.ClosedLoop`; a follower thought already)

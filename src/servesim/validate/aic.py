@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from servesim.cost.specs import load_model
 from servesim.errors import ConfigError
 from servesim.validate.rows import Point
 
@@ -32,7 +33,7 @@ MODELS = {"meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b", "nvidia/Llama-3.1-
           "deepseek-ai/DeepSeek-V3": "deepseek-v3", "deepseek-ai/DeepSeek-R1": "deepseek-r1",
           # NVIDIA's NVFP4 checkpoints: the base model's shapes (DeepSeek-V3.1's config has DeepSeek-V3's)
           "nvidia/DeepSeek-R1-NVFP4": "deepseek-r1", "nvidia/DeepSeek-V3.1-NVFP4": "deepseek-v3",
-          "nvidia/Qwen3-32B-NVFP4": "qwen3-32b"}
+          "nvidia/Qwen3-32B-NVFP4": "qwen3-32b", "moonshotai/Kimi-K2.5": "kimi-k2.5"}
 GPUS = {"h100_sxm": "h100-80gb", "h200_sxm": "h200", "b200_sxm": "b200", "b300_sxm": "b300", "gb200": "gb200",
         "gb300": "gb300"}
 ENGINES = ("vllm", "sglang")
@@ -118,7 +119,10 @@ def _out_of_reach(row: dict) -> str | None:
     if "nvfp4" in (gemm, moe) and (gemm != "nvfp4" or moe not in (None, "", "nvfp4")):
         return f"{gemm} GEMMs beside {moe} experts are not modelled yet"
     for name in ("gemm_quant_mode", "moe_quant_mode"):
-        if row[name] not in (None, "", "fp8", "fp8_block", "nvfp4"):
+        if row[name] == "int4_wo":  # the checkpoint's own 4-bit weights (Kimi-K2.5's routed experts)
+            if load_model(MODELS[row["model_path"]]).quant_method != "compressed-tensors":
+                return f"int4_wo weights of {row['model_path']}: servesim has no 4-bit checkpoint of it"
+        elif row[name] not in (None, "", "fp8", "fp8_block", "nvfp4"):
             return f"{row[name]} weights are not modelled yet"
         if row[name] == "fp8_block" and not _block_checkpoint(MODELS[row["model_path"]]):
             return f"fp8_block weights of {row['model_path']}: servesim has its checkpoint in BF16 only"
@@ -128,8 +132,6 @@ def _out_of_reach(row: dict) -> str | None:
 def _block_checkpoint(model: str) -> bool:
     """Whether a built-in model's checkpoint is block-wise FP8 (its quantization_config), as vLLM and SGLang
     then serve it whatever the row's label."""
-    from servesim.cost.specs import load_model
-
     return load_model(model).weight_block_size is not None
 
 
