@@ -289,7 +289,7 @@ class Engine:
         self.in_flight -= 1
         if not self.backlog:
             self.free_since.append(s.finish_time)
-        if self.backlog:
+        else:
             f = self.backlog.popleft()
             # a closed loop's user thinks before sending it (`workloads.ClosedLoop`; a follower thought already)
             think = f.request.think_time if f.request.after is None else 0.0

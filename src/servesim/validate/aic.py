@@ -11,12 +11,12 @@ AIConfigurator's own benchmark script sends a point (aiconfigurator `generator/c
 benchmark/bench_run.sh.j2`: `aiperf profile --concurrency C --num-requests 20C --warmup-request-count 2C
 --streaming`, ISL and OSL stddev 0, `ignore_eos`): AIPerf's warm-up phase, then its profiling phase of 20
 rounds, every user starting together (`servesim.clients.aiperf`). Either way the engine's defaults for the
-GPU; NVFP4 (`--quantization modelopt_fp4`) where its GEMMs and experts are; FP8 weights where the row's
-GEMMs are FP8, block-wise where the checkpoint is (MiniMax-M2.5,
-DeepSeek-V3/R1, Qwen3-235B-A22B-FP8: their quantization_config, which the engines read whatever the row's
-label says). A row servesim cannot express yet is out of reach, with the
-reason (a model or GPU it does not know, TensorRT-LLM, disaggregated serving, pipeline or attention-data
-parallelism, FP8 block scaling, FP4, INT4).
+GPU; NVFP4 (`--quantization modelopt_fp4`) where its GEMMs and experts are; FP8 weights where the row's GEMMs
+are FP8; the checkpoint's own quantization where it has one (block-wise FP8: MiniMax-M2.5, DeepSeek-V3/R1,
+Qwen3-235B-A22B-FP8; 4-bit experts: Kimi-K2.5; their quantization_config, which the engines read whatever
+the row's label says); whole experts per GPU where `moe_ep_size` = `tp_size`. A row servesim cannot express
+yet is out of reach, with the reason (a model or GPU it does not know, TensorRT-LLM, disaggregated serving,
+pipeline or attention-data parallelism, a MoE TP apart from the attention TP, MXFP4).
 """
 
 from __future__ import annotations
