@@ -47,6 +47,29 @@ KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2")
 
 
 @dataclass(frozen=True, slots=True)
+class MoeLayers:
+    """A MoE model's MLPs on one GPU: (name, k, n) GEMMs as `Roofline._gemms`."""
+
+    local_experts: int  # the routed experts this GPU holds
+    rows_per_token: float  # routed rows a token brings this GPU: top-k, over the EP ranks
+    local_share: float  # the share of the experts it holds (1 / EP ranks)
+    experts: list  # one routed expert's gate_up_proj and down_proj
+    router_width: int  # the router GEMM's n: every expert
+    shared: list  # the shared experts' GEMMs (empty: none)
+    num_moe_layers: int
+    dense: list  # the dense layers' MLP GEMMs
+    num_dense_layers: int
+
+    @property
+    def act_width(self) -> float:
+        """Elements per token of a MoE layer's activations (gate-up out, down in), over the rows routed here
+        and the shared experts."""
+        (_, _, up), (_, width, _) = self.experts
+        shared = sum(n for _, _, n in self.shared[:1]) + sum(k for _, k, _ in self.shared[1:])
+        return self.rows_per_token * (up + width) + shared
+
+
+@dataclass(frozen=True, slots=True)
 class CostParams:
     """The fitted (or default) constants that turn FLOPs and bytes into seconds."""
 
@@ -245,13 +268,13 @@ class Roofline:
         self._set_kernels(m, g, p, tp, heads, kv_heads, inter, gate_up, vocab)
         dense_w, shared_w, experts_w, router_w = h * gate_up + inter * h, 0, 0, 0
         if self._moe is not None:  # (the router stays in 16 bits under FP8, as vLLM builds it)
-            local, _, _, experts, router, shared, _, _ = self._moe
-            experts_w, shared_w = local * sum(k * n for _, k, n in experts), sum(k * n for _, k, n in shared)
-            router_w = h * router
+            moe = self._moe
+            experts_w = moe.local_experts * sum(k * n for _, k, n in moe.experts)
+            shared_w, router_w = sum(k * n for _, k, n in moe.shared), h * moe.router_width
         lm = m.num_moe_layers
         self._weights = int(self._dw * (L * attn_w + (L - lm) * dense_w + lm * shared_w) + self._ew * lm * experts_w
                             + d * (lm * router_w + vocab * h * (1 if m.tie_word_embeddings else 2)))
-        act = gate_up + inter if self._moe is None else max(self._moe_act(), (gate_up + inter) * (lm < L))
+        act = gate_up + inter if self._moe is None else max(self._moe.act_width, (gate_up + inter) * (lm < L))
         self._act_bytes = d * (2 * h + act)  # live activations per token at the MLP
         self._check_finite()
 
@@ -280,10 +303,8 @@ class Roofline:
         self._attn_prefill = (2.0 * heads * (qk + v), 2.0 * r * heads * (nope + v),
                               (r + rope) * dkv + 2 * heads * (nope + v) * d, (heads * (qk + v) + r + rope) * d)
 
-    def _moe_layers(self, m: ModelSpec, tp: int, dense_mlp: list) -> tuple:
-        """A MoE model's MLPs per GPU: (local experts, routed rows per token, the fraction of the experts that
-        are local, the expert GEMMs, the router's width, the shared experts' GEMMs, MoE layers, the dense layers'
-        GEMMs and count)."""
+    def _moe_layers(self, m: ModelSpec, tp: int, dense_mlp: list) -> MoeLayers:
+        """A MoE model's MLPs per GPU."""
         h, ei, k = m.hidden_size, m.expert_intermediate_size, m.num_experts_per_tok
         ep = tp if self.enable_expert_parallel else 1  # the experts' parallel ranks (vLLM: TP x DP; DP 1 here)
         width = ei // (tp // ep)  # an expert's width per rank: whole under EP, a TP slice otherwise
@@ -293,17 +314,8 @@ class Roofline:
         shared = [("shared_expert.gate_up_proj", h, sw * (2 if m.gated_mlp else 1)),
                   ("shared_expert.down_proj", sw, h)] if sw else []
         dense = dense_mlp if m.num_dense_layers else []
-        return (m.num_local_experts // ep, k / ep, 1 / ep, experts, m.num_local_experts, shared, m.num_moe_layers,
-                (dense, m.num_dense_layers))
-
-    def _moe_act(self) -> float:
-        """Elements per token of a MoE layer's activations (gate-up out, down in) on this rank: over the rows
-        routed to it and the shared experts."""
-        _, rows, _, ((_, _, up), (_, width, _)), _, shared, _, _ = self._moe
-        if not shared:
-            return rows * (up + width)
-        (_, _, shared_up), (_, shared_width, _) = shared
-        return rows * (up + width) + shared_up + shared_width
+        return MoeLayers(m.num_local_experts // ep, k / ep, 1 / ep, experts, m.num_local_experts, shared,
+                         m.num_moe_layers, dense, m.num_dense_layers)
 
     def _set_kernels(self, m: ModelSpec, g: GpuSpec, p: CostParams, tp: int, heads: int, kv_heads: int, inter: int,
                      gate_up: int, vocab: int) -> None:
@@ -326,7 +338,7 @@ class Roofline:
             act = (gate_up + inter) * d
         else:  # the MoE layers' activations over the routed rows and shared experts, and the dense layers'
             lm, ld = m.num_moe_layers, m.num_dense_layers
-            act = (lm * self._moe_act() + ld * (gate_up + inter)) * d / L
+            act = (lm * self._moe.act_width + ld * (gate_up + inter)) * d / L
         self._elem_bytes = L * (2 * norm + rotary + act) + 2 * h * d + norm
         (en, fn), (er, fr), (ea, fa) = kf.norm, kf.rotary, kf.activation
         self._elem_s = (L * (2 * norm / en + rotary / er + act / ea) + norm / en) / bw + 2 * h * d * self._m
@@ -342,8 +354,9 @@ class Roofline:
         self._kernels_layer = len(self._gemms) + ELEMENTWISE_KERNELS_PER_LAYER + (2 if tp > 1 else 0)
         self._kernels_layers = L * self._kernels_layer
         if self._moe is not None:  # a MoE layer's router, experts and shared experts; the dense layers' MLP
-            _, _, _, experts, _, shared, lm, (dense, ld) = self._moe
-            self._kernels_layers += lm * (1 + len(experts) + len(shared)) + ld * len(dense)
+            moe = self._moe
+            self._kernels_layers += (moe.num_moe_layers * (1 + len(moe.experts) + len(moe.shared))
+                                     + moe.num_dense_layers * len(moe.dense))
         self._kernels_step = 2 + (1 if tp > 1 else 0)
 
     def _check_finite(self) -> None:
@@ -370,30 +383,34 @@ class Roofline:
         """(compute seconds, memory seconds) of one GEMM: weights read once, activations in and out (16-bit; an
         FP8 GEMM's activation quantization is fused into the kernel before it). `quantized=False`: the LM head,
         which vLLM's fp8 quantization leaves in 16 bits."""
-        padded = -(-tokens // GEMM_TILE_TOKENS) * GEMM_TILE_TOKENS
-        d = self.model.dtype_bytes
-        c, dw = (self._cq, self._ew if expert else self._dw) if quantized else (self._c, d)
-        fc, fm = 2.0 * padded * k * n * c, (dw * weight_copies * k * n + d * tokens * (k + n)) * self._m
-        if quantized and self._aq:  # the activation quantization kernel before it: reads 16 bits, writes 8 or 4.5
-            q = tokens * k * self._aq * self._m + self._kl
+        flops, nbytes, qbytes = self._gemm_parts(tokens, k, n, weight_copies, quantized, expert)
+        fc, fm = flops * (self._cq if quantized else self._c), nbytes * self._m
+        if qbytes:  # the activation quantization kernel before it: reads 16 bits, writes 8 or 4.5
+            q = qbytes * self._m + self._kl
             return fc + q, fm + q
         return fc, fm
 
     def _gemm_work(self, tokens: int, k: int, n: int, weight_copies: float = 1.0,
                    quantized: bool = True, expert: bool = False) -> tuple[float, float]:
-        """(FLOPs, bytes) of one GEMM as `_gemm` prices it (the breakdown's columns): the padded token rows'
-        FLOPs; its weights and activations, and an activation quantization kernel's bytes."""
+        """(FLOPs, bytes) of one GEMM as `_gemm` prices it (the breakdown's columns)."""
+        flops, nbytes, qbytes = self._gemm_parts(tokens, k, n, weight_copies, quantized, expert)
+        return flops, nbytes + qbytes
+
+    def _gemm_parts(self, tokens: int, k: int, n: int, weight_copies: float, quantized: bool,
+                    expert: bool) -> tuple[float, float, float]:
+        """(FLOPs over the padded token rows, weight and activation bytes, an activation quantization kernel's
+        bytes) of one GEMM."""
         padded = -(-tokens // GEMM_TILE_TOKENS) * GEMM_TILE_TOKENS
         d = self.model.dtype_bytes
         dw = (self._ew if expert else self._dw) if quantized else d
-        nbytes = dw * weight_copies * k * n + d * tokens * (k + n)
-        return 2.0 * padded * k * n, nbytes + (tokens * k * self._aq if quantized else 0)
+        qbytes = tokens * k * self._aq if quantized else 0
+        return 2.0 * padded * k * n, dw * weight_copies * k * n + d * tokens * (k + n), qbytes
 
     def _experts_touched(self, tokens: int) -> float:
         """Expected distinct experts a rank holds that a step touches, with uniform routing: its share of
         E (1 - (1 - k/E)^tokens)."""
         e, k = self.model.num_local_experts, self.model.num_experts_per_tok
-        return self._moe[2] * e * (1.0 - (1.0 - k / e) ** tokens)
+        return self._moe.local_share * e * (1.0 - (1.0 - k / e) ** tokens)
 
     # -- the cost model ----------------------------------------------------------------------------------------
 
@@ -542,13 +559,13 @@ class Roofline:
     def _moe_ops(self, tokens: int, work: bool = False) -> list[tuple]:
         """(name, compute s, memory s, layers) of each GEMM in a MoE model's MLPs at `tokens` tokens; `work`:
         with its (FLOPs, bytes) too."""
-        _, rows, _, experts, router, shared, lm, (dense, ld) = self._moe
-        h = self.model.hidden_size
-        touched, routed = self._experts_touched(tokens), math.ceil(tokens * rows)
-        gemms = [("router", (tokens, h, router, 1.0, False), lm)]
-        gemms += [(name, (tokens, k, n, 1.0, True), lm) for name, k, n in shared]
-        gemms += [(f"experts.{name}", (routed, k, n, touched, True, True), lm) for name, k, n in experts]
-        gemms += [(name, (tokens, k, n, 1.0, True), ld) for name, k, n in dense]
+        moe, h = self._moe, self.model.hidden_size
+        lm, ld = moe.num_moe_layers, moe.num_dense_layers
+        touched, routed = self._experts_touched(tokens), math.ceil(tokens * moe.rows_per_token)
+        gemms = [("router", (tokens, h, moe.router_width, 1.0, False), lm)]
+        gemms += [(name, (tokens, k, n, 1.0, True), lm) for name, k, n in moe.shared]
+        gemms += [(f"experts.{name}", (routed, k, n, touched, True, True), lm) for name, k, n in moe.experts]
+        gemms += [(name, (tokens, k, n, 1.0, True), ld) for name, k, n in moe.dense]
         return [(name, *self._gemm(*args), count, *(self._gemm_work(*args) if work else ()))
                 for name, args, count in gemms]
 

@@ -478,7 +478,7 @@ class ModelSpec:
             doc.fail_type(where, per_tok, expected)
         moe_inter = integer("moe_intermediate_size", minimum=0, default=0) if experts else 0
         shared, dense_layers = _shared_and_dense(doc, config, integer, experts, moe_inter or inter, layers)
-        extra = _quantization_config(doc, config)
+        quant = _quantization_config(doc, config)
         mla: dict = {}
         if key_of("kv_lora_rank") is not None:  # DeepSeek-V2/V3's multi-head latent attention
             mla = {"kv_lora_rank": integer("kv_lora_rank"),
@@ -503,7 +503,7 @@ class ModelSpec:
                 max_position_embeddings=mpe, torch_dtype=dtype, num_local_experts=experts,
                 num_experts_per_tok=per_tok, gated_mlp=model_type not in NON_GATED_MODEL_TYPES,
                 tie_word_embeddings=tied, moe_intermediate_size=moe_inter, shared_expert_intermediate_size=shared,
-                num_dense_layers=dense_layers, **mla, **extra,
+                num_dense_layers=dense_layers, **mla, **quant,
             )
         except ConfigError as exc:
             raise ConfigError(f"{source}: {exc}") from None
@@ -535,8 +535,9 @@ def _refuse_unmodelled(doc: InputDoc, config: dict) -> None:
 
 
 def _quantization_config(doc: InputDoc, config: dict) -> dict:
-    """The checkpoint's `quantization_config`, as vLLM's `Fp8Config.from_config` reads it: quant_method fp8,
-    weight_block_size [n, k] for block-wise scales (absent: per-tensor). Any other method is refused."""
+    """The checkpoint's `quantization_config`, as vLLM reads it: quant_method fp8 (`Fp8Config.from_config`:
+    weight_block_size [n, k] for block-wise scales, absent for per-tensor) or compressed-tensors (`_int4_config`).
+    Any other method is refused."""
     q = config.get("quantization_config")
     if q is None:
         return {}
