@@ -24,6 +24,7 @@ from servesim.cost import CostModel
 from servesim.engine.kv import blocks_for
 from servesim.engine.loop import Engine
 from servesim.engine.request import Request, RequestState
+from servesim.engine.resolve import fit_to_max_model_len
 from servesim.engines.config import EngineConfig
 
 ROLES = ("both", "prefill", "decode")
@@ -269,15 +270,18 @@ class Cluster:
         r = s.request
         if not self.disaggregated:
             j = self.pick("both", s, t)
-            if r.prompt_len + r.output_len > self.replicas[j].config.max_model_len:
+            r = fit_to_max_model_len(r, self.replicas[j].config.max_model_len)
+            if r is None:
                 return self.reject(s.index)
+            s.request = r  # (its output cut at max_model_len, sent without max_tokens)
             self.placed[s.index] = (j, -1)
             self.replicas[j].inject(s)
             if not self.lockstep:
                 self.queue_start(self.replicas[j])
             return
         p, d = self.pick("prefill", s, t), self.pick("decode", s, t)
-        if any(r.prompt_len + r.output_len > self.replicas[x].config.max_model_len for x in (p, d)):
+        r = fit_to_max_model_len(r, min(self.replicas[x].config.max_model_len for x in (p, d)))
+        if r is None:
             return self.reject(s.index)
         self.placed[s.index] = (p, d)
         if r.output_len > 1:

@@ -180,7 +180,7 @@ class FastPath:
         Full records go step by step instead, for every waiting request's reason."""
         n, kv = self.n, engine.kv
         if (not n or n != len(engine.running) or out.scheduled or out.preempted or out.swap_in_blocks
-                or engine.reasons):
+                or out.prefill_deferred or engine.reasons):
             return False
         if kv.free_blocks is not None:
             kv.free_blocks += self.growth  # (under prefix caching the step's blocks stay taken: planned from here)
@@ -250,6 +250,7 @@ class FastPath:
         cohort, running, kv = self.cohort, engine.running, engine.kv
         while plan is not None:
             engine.n_done += self._advance(engine, plan, after_schedule)
+            engine.sched.skipped(plan.k - after_schedule, not after_schedule)  # (the first ran schedule())
             engine.step += plan.k
             engine.now = plan.end
             engine.arrivals = []

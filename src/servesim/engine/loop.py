@@ -19,7 +19,7 @@ from servesim.engine.fastpath import FastPath, StepByStep
 from servesim.engine.frontend import delay
 from servesim.engine.records import Kind, ScheduledEntry, StepRecord, TokenClock
 from servesim.engine.request import Request, RequestState, RequestStatus
-from servesim.engine.resolve import resolve_config, too_long
+from servesim.engine.resolve import fit_to_max_model_len, resolve_config, too_long
 from servesim.engine.result import PrefixCacheStats, SimResult
 from servesim.engine.scheduler import Scheduler, SchedulerOutput
 from servesim.engine.steplog import StepLog
@@ -81,7 +81,8 @@ class Engine:
 
     __slots__ = ("policy", "config", "cost", "sched", "kv", "running", "record", "keep_records", "reasons", "steps",
                  "emit", "records_left",
-                 "log", "live", "fast", "states", "rejected", "arriving", "arrival_times", "nxt", "next_arrival", "now",
+                 "log", "live", "fast", "states", "rejected", "clamped", "arriving", "arrival_times", "nxt",
+                 "next_arrival", "now",
                  "step", "n_done", "arrivals",
                  "release", "preemptions", "swap_seconds_per_block", "check_invariants", "_sink", "followers",
                  "pending", "num_served", "until", "max_concurrency", "in_flight", "backlog", "passed", "in_order",
@@ -116,10 +117,18 @@ class Engine:
         self.fast = (FastPath(cost, self.kv.block_size, not self.sched.reserves_lifetime_kv,
                               cfg.policy == "priority" or self.sched.cohort_whole, self.sched.decodes_ahead,
                               self.live, self.kv if prefix else None) if fast else StepByStep())
+        # requests longer than max_model_len fail at once, as vLLM rejects them (they never reach the queue), or,
+        # sent without max_tokens, run with their output cut at max_model_len
+        rejected, clamped = ((), ()) if cfg.max_model_len >= _longest(requests) else too_long(requests,
+                                                                                              cfg.max_model_len)
+        self.clamped = tuple(requests[i].request_id for i in clamped)
+        if clamped:
+            requests = list(requests)
+            for i in clamped:
+                requests[i] = fit_to_max_model_len(requests[i], cfg.max_model_len)
+        rejected = set(rejected)
         order = sorted(range(len(requests)), key=lambda i: (requests[i].arrival_time, i))
         self.states = [RequestState(requests[i], i) for i in order]
-        # requests longer than max_model_len fail at once, as vLLM rejects them; they never reach the queue
-        rejected = set(too_long(requests, cfg.max_model_len)) if cfg.max_model_len < _longest(requests) else set()
         # closed loop: a request sent `after` another waits for its last token (a rejected turn ends its session)
         self.followers: dict[int, list[RequestState]] = {}
         self.pending: list[tuple[float, int, RequestState]] = []  # followers released, by arrival (a heap)
@@ -422,7 +431,7 @@ class Engine:
             prefix = PrefixCacheStats(kv.query_tokens, kv.hit_tokens, kv.evicted_blocks,
                                       kv.lost_tokens if tracked else None, kv.lost_admissions if tracked else None)
         return SimResult(self.policy, self.cost.name, cfg, tuple(self.steps), timelines, tuple(self.preemptions),
-                         step_log, self.record, self.rejected, prefix)
+                         step_log, self.record, self.rejected, prefix, self.clamped)
 
 
 def followers(requests: Sequence[Request], states: list[RequestState], rejected: set[int]

@@ -28,6 +28,7 @@ class Reason(str, enum.Enum):
     BLOCKED_BEHIND_HEAD = "blocked_behind_head"  # the head of the queue could not be admitted; no skipping
     BATCH_CLOSED = "batch_closed"  # static batching: nothing joins a running batch
     PREEMPTED = "preempted"  # was preempted in this step
+    PREFILL_INTERVAL = "prefill_schedule_interval"  # vLLM 0.33: a decode step between prefill steps
     # SGLang's (policy sglang)
     NO_TOKEN = "no_token"  # memory after the running requests' reserve (new_token_ratio x outputs left) too small
     CHUNK_BUDGET = "chunk_budget"  # chunked_prefill_size / max_prefill_tokens spent on requests ahead

@@ -54,6 +54,11 @@ class Request:
     # vLLM's and SGLang's sampling parameter: generate to output_len whatever the model samples. servesim's
     # requests always do; SGLang's admission treats them apart (`servesim.engines.sglang`)
     ignore_eos: bool = False
+    # whether the client sends max_tokens = output_len (vllm bench serve, every benchmark client here): then a
+    # request with prompt + output beyond max_model_len is refused (HTTP 400). False: no max_tokens (offline
+    # generation, or an API call without it): only a prompt of max_model_len tokens or more is refused, and the
+    # output is cut at max_model_len - prompt_len (vLLM's check_stop / get_max_tokens)
+    sends_max_tokens: bool = True
 
     def __post_init__(self) -> None:
         _check_count("prompt_len", self.prompt_len, 1)
@@ -70,8 +75,9 @@ class Request:
             raise ValueError(f"think_time must be a finite number of seconds >= 0, got {w!r}")
         if self.after == self.request_id:
             raise ValueError(f"request {self.request_id!r} cannot be sent after itself")
-        if not isinstance(self.ignore_eos, bool):
-            raise TypeError(f"ignore_eos must be true or false, got {self.ignore_eos!r}")
+        for name in ("ignore_eos", "sends_max_tokens"):
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"{name} must be true or false, got {getattr(self, name)!r}")
 
     @property
     def hashed_len(self) -> int:
@@ -100,6 +106,7 @@ def unchecked_requests(ids, arrival_time, prompt_len, output_len, priority, hash
         put(r, "after", None)
         put(r, "think_time", 0.0)
         put(r, "ignore_eos", False)
+        put(r, "sends_max_tokens", True)
         out.append(r)
     return out
 
@@ -117,6 +124,9 @@ class RequestState:
     num_swapped_blocks: int = 0  # KV blocks held in the host pool (swap mode)
     sampled_since_admission: bool = False  # vLLM's prefill/decode distinction for the step record
     resumed: bool = False  # set on (re)admission after a preemption, cleared after the next step
+    # vLLM's `is_prefill_chunk`: its last chunk stopped short of its known tokens (a partial prefill, which samples
+    # nothing); read by prefill_schedule_interval
+    is_prefill_chunk: bool = False
     num_preemptions: int = 0
     num_prefill_chunks: int = 0  # prompt chunks scheduled, recomputation after a preemption included
     preempted_at: float | None = None  # start of the step that preempted it, until it resumes

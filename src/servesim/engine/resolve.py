@@ -5,6 +5,7 @@ hold), as an engine validates at start-up."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from servesim.cost import CostModel
 from servesim.engine.kv import blocks_for
@@ -79,7 +80,8 @@ def _check_fits(cfg: EngineConfig, requests: Sequence[Request]) -> None:
     if cfg.usable_blocks is None or blocks_for(allowed - 1, cfg.block_size) <= cfg.usable_blocks:
         return  # the longest request allowed fits in the pool, so every one does
     for r in requests:
-        if r.prompt_len + r.output_len > cfg.max_model_len:
+        r = fit_to_max_model_len(r, cfg.max_model_len)
+        if r is None:
             continue  # fails on arrival
         # the last output token is never fed back, so the cache holds at most prompt + output - 1 tokens
         need = blocks_for(r.prompt_len + r.output_len - 1, cfg.block_size)
@@ -90,10 +92,27 @@ def _check_fits(cfg: EngineConfig, requests: Sequence[Request]) -> None:
             )
 
 
-def too_long(requests: Sequence[Request], max_model_len: int) -> list[int]:
-    """Indices of the requests vLLM rejects: prompt + output tokens beyond `max_model_len` ("This model's maximum
-    context length is N tokens"); `vllm bench serve` counts them as failed."""
-    return [i for i, r in enumerate(requests) if r.prompt_len + r.output_len > max_model_len]
+def too_long(requests: Sequence[Request], max_model_len: int) -> tuple[list[int], list[int]]:
+    """The requests beyond `max_model_len`, as vLLM 0.33's front end treats them (`fit_to_max_model_len`):
+    (indices rejected, indices whose output is clamped)."""
+    rejected, clamped = [], []
+    for i, r in enumerate(requests):
+        if r.prompt_len + r.output_len > max_model_len:
+            (rejected if fit_to_max_model_len(r, max_model_len) is None else clamped).append(i)
+    return rejected, clamped
+
+
+def fit_to_max_model_len(r: Request, max_model_len: int) -> Request | None:
+    """The request as vLLM 0.33 runs it under `max_model_len`, or None where it is rejected on arrival. Rejected: a
+    prompt of max_model_len tokens or more (`_validate_prompt_len`: no room for one output token), or, when the
+    client sends max_tokens (`Request.sends_max_tokens`, as `vllm bench serve` does), prompt + max_tokens beyond
+    it ("'max_tokens' ... is too large"; the client counts it as failed). Clamped: a request without max_tokens
+    runs with max_model_len - prompt_len output tokens (`get_max_tokens`; offline, `check_stop` stops it there)."""
+    if r.prompt_len + r.output_len <= max_model_len:
+        return r
+    if r.sends_max_tokens or r.prompt_len >= max_model_len:
+        return None
+    return replace(r, output_len=max_model_len - r.prompt_len)
 
 
 def _check_after(requests: Sequence[Request]) -> None:

@@ -42,6 +42,9 @@ class SimResult:
     # counts them as failed): never scheduled, no tokens
     rejected: tuple[str, ...] = ()
     prefix_cache: PrefixCacheStats | None = None  # with prefix caching on requests that carry hash_ids
+    # ids of the requests sent without max_tokens whose output was cut at max_model_len - prompt_len (vLLM's
+    # get_max_tokens): they ran, with fewer output tokens than their output_len
+    clamped: tuple[str, ...] = ()
 
     @property
     def timelines(self) -> Timelines:

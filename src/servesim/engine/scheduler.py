@@ -30,6 +30,7 @@ class SchedulerOutput:
     resumed: set[RequestState] = field(default_factory=set)  # (re)admitted after a preemption this step
     swap_in_blocks: int = 0
     swap_out_blocks: int = 0
+    prefill_deferred: bool = False  # vLLM's prefill_schedule_interval held prompts back: the queue may move next step
     # policy sglang: what SGLang decided (see StepRecord)
     forward_mode: str | None = None
     new_token_ratio: float | None = None
@@ -62,6 +63,10 @@ class Scheduler:
         self.out = SchedulerOutput()
         self.prefix = False  # the KV pool is a prefix cache (`use_prefix_cache`)
         self.on_finish = None  # the engine's hook for closed-loop followers (multi-turn sessions)
+
+    def skipped(self, k: int, queue_empty: bool) -> None:
+        """The engine's fast path ran `k` steps without calling schedule() (`queue_empty`: nobody waited in
+        them). A policy whose state counts its schedule() passes catches up here."""
 
     def use_prefix_cache(self) -> None:
         """Make the KV pool a prefix cache (a policy with `prefix_caching` defines it)."""

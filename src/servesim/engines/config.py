@@ -29,6 +29,13 @@ class EngineConfig:
     max_num_seqs: int | None = None  # None = vLLM's default for the GPU: 1024 where the budget is 8192, else 256
     enable_chunked_prefill: bool = True
     long_prefill_token_threshold: int = 0  # 0 = off
+    # vLLM 0.33: the threshold rises to max_num_batched_tokens // (running + waiting) when that is larger
+    long_prefill_token_threshold_adaptive: bool = False
+    # vLLM 0.33: the most requests admitted into RUNNING (None = max_num_seqs, the model runner's slot count)
+    max_num_active_seqs: int | None = None
+    # vLLM 0.33: admit new prompts only every N-th step while decodes run (1 = every step; its escape: a step
+    # whose admission was bound by capacity turns the cadence off until the queue drains)
+    prefill_schedule_interval: int = 1
     # None = the model's max_position_embeddings (a roofline cost), else the longest request in the workload;
     # longer requests fail, as vLLM rejects them (`vllm bench serve` counts them as failed)
     max_model_len: int | None = None
@@ -67,16 +74,18 @@ class EngineConfig:
 
     def __post_init__(self) -> None:
         _positive("block_size", self.block_size)
-        for name in ("max_num_batched_tokens", "max_num_seqs", "max_model_len", "num_gpu_blocks", "max_concurrency"):
+        for name in ("max_num_batched_tokens", "max_num_seqs", "max_model_len", "num_gpu_blocks", "max_concurrency",
+                     "max_num_active_seqs"):
             if getattr(self, name) is not None:
                 _positive(name, getattr(self, name))
         if self.num_gpu_blocks is not None and self.num_gpu_blocks < 2:
             raise ConfigError(f"num_gpu_blocks must be >= 2 (one block is reserved), got {self.num_gpu_blocks}")
         _non_negative("long_prefill_token_threshold", self.long_prefill_token_threshold)
+        _positive("prefill_schedule_interval", self.prefill_schedule_interval)
         if self.num_cpu_blocks is not None:
             _non_negative("num_cpu_blocks", self.num_cpu_blocks)
         for name in ("enable_chunked_prefill", "scheduler_reserve_full_isl", "async_scheduling",
-                     "enable_prefix_caching", "client_sends_in_order"):
+                     "enable_prefix_caching", "client_sends_in_order", "long_prefill_token_threshold_adaptive"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name} must be true or false, got {getattr(self, name)!r}")
         for name in ("frontend_latency", "frontend_latency_per_token"):
@@ -127,6 +136,10 @@ class EngineConfig:
                 f"({cfg.max_model_len}) with chunked prefill off: the longest prompt could never be scheduled. "
                 "Raise max_num_batched_tokens or enable chunked prefill."
             )
+        # (vLLM's SchedulerConfig refuses it the same way)
+        if cfg.max_num_active_seqs is not None and cfg.max_num_active_seqs > cfg.max_num_seqs:
+            raise ConfigError(f"max_num_active_seqs ({cfg.max_num_active_seqs}) must not exceed max_num_seqs "
+                              f"({cfg.max_num_seqs}): it limits the running requests among max_num_seqs slots")
         if cfg.max_num_batched_tokens < cfg.max_num_seqs:
             default = ", vLLM's default for the GPU" if self.max_num_seqs is None else ""
             raise ConfigError(
@@ -143,6 +156,12 @@ class EngineConfig:
     def sections_given(self) -> tuple[str, ...]:
         """The engine sections this config carries (each meaningful under its own engine only)."""
         return tuple(name for name in SECTIONS if getattr(self, name) is not None)
+
+    @property
+    def max_num_active_reqs(self) -> int:
+        """The limit on admission into RUNNING (vLLM 0.33's `max_num_active_reqs`): max_num_active_seqs, else
+        max_num_seqs."""
+        return self.max_num_active_seqs or self.max_num_seqs
 
     @property
     def usable_blocks(self) -> int | None:

@@ -43,8 +43,8 @@ def step_difference(i: int, e: dict[str, Any], a: dict[str, Any], entry_keys: tu
     if es != as_:
         return i, "scheduled", es, as_
     for k in step_keys:
-        if e[k] != a[k]:
-            return i, k, e[k], a[k]
+        if e.get(k) != a.get(k):
+            return i, k, e.get(k), a.get(k)
     return None
 
 

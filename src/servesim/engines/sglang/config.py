@@ -33,6 +33,8 @@ VLLM_ONLY = {  # vLLM knobs with no meaning under SGLang's scheduler, and what t
     "max_num_batched_tokens": "sglang.chunked_prefill_size / max_prefill_tokens",
     "max_num_seqs": "sglang.max_running_requests", "num_gpu_blocks": "sglang.max_total_num_tokens",
     "long_prefill_token_threshold": "sglang.chunked_prefill_size", "watermark": None,
+    "long_prefill_token_threshold_adaptive": "sglang.chunked_prefill_size",
+    "max_num_active_seqs": "sglang.max_running_requests", "prefill_schedule_interval": None,
     "async_scheduling": None, "swap_space": None, "num_cpu_blocks": None, "pcie_bandwidth": None,
     "kv_bytes_per_token": "a roofline cost (--model), whose model sizes the token pool",
     "gpu_memory_utilization": "sglang.mem_fraction_static (--mem-fraction-static: (weights + KV pool) / GPU memory)",

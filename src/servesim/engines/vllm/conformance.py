@@ -9,6 +9,7 @@ trace file is refused in one line, `FILE:LINE: field: what was expected`.
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from servesim.cost.specs import (
     read_input_bytes,
 )
 from servesim.engine import simulate
-from servesim.engine.request import Request
+from servesim.engine.request import HASH_SCOPES, Request
 from servesim.engine.resolve import resolve_config
 from servesim.engine.result import SimResult
 from servesim.engines.config import EngineConfig
@@ -34,7 +35,8 @@ from servesim.errors import ConfigError, WorkloadError
 CONFIG_KEYS = (
     "max_num_batched_tokens", "max_num_seqs", "enable_chunked_prefill", "long_prefill_token_threshold",
     "block_size", "num_gpu_blocks", "watermark", "scheduler_reserve_full_isl", "async_scheduling", "max_model_len",
-    "enable_prefix_caching",
+    "enable_prefix_caching", "long_prefill_token_threshold_adaptive", "max_num_active_seqs",
+    "prefill_schedule_interval",
 )
 ENTRY_KEYS = ("id", "num_scheduled_tokens", "kind", "num_blocks")
 STEP_KEYS = ("preempted", "finished", "free_blocks_after_schedule", "free_blocks_after_step")
@@ -45,8 +47,10 @@ SCENARIO_KEYS = ("name", "description", "config", "requests")
 REQUIRED_CONFIG = ("max_num_batched_tokens", "max_num_seqs", "enable_chunked_prefill", "block_size",
                    "num_gpu_blocks", "long_prefill_token_threshold", "policy")
 SCENARIO_CONFIG_KEYS = (*REQUIRED_CONFIG, "watermark", "scheduler_reserve_full_isl", "async_scheduling",
-                        "max_model_len", "step_duration", "enable_prefix_caching", "prefix_caching_hash_algo")
-REQUEST_KEYS = ("id", "arrival_step", "arrival_time", "prompt_len", "output_len", "priority", "hash_ids")
+                        "max_model_len", "step_duration", "enable_prefix_caching", "prefix_caching_hash_algo",
+                        "long_prefill_token_threshold_adaptive", "max_num_active_seqs", "prefill_schedule_interval")
+REQUEST_KEYS = ("id", "arrival_step", "arrival_time", "prompt_len", "output_len", "priority", "hash_ids",
+                "hash_scope")
 SCENARIO = "a conformance scenario: a JSON object with 'config' and 'requests' (see ../shared/conformance)"
 TRACE = "a conformance trace: a JSON object (or .json.gz) with 'steps' (see ../shared/conformance)"
 
@@ -62,13 +66,14 @@ def _check_config(doc: InputDoc, c: Any) -> None:
                      + ", ".join(REQUIRED_CONFIG), ConfigError)
     for key, value in c.items():
         where = ("config", key)
-        if key in ("max_num_batched_tokens", "max_num_seqs", "block_size", "max_model_len", "num_gpu_blocks"):
+        if key in ("max_num_batched_tokens", "max_num_seqs", "block_size", "max_model_len", "num_gpu_blocks",
+                   "max_num_active_seqs", "prefill_schedule_interval"):
             low = 2 if key == "num_gpu_blocks" else 1  # one block is vLLM's null block
             ok, expected = is_int(value) and value >= low, f"an integer >= {low}"
         elif key == "long_prefill_token_threshold":
             ok, expected = is_int(value) and value >= 0, "an integer >= 0 (0 = off)"
         elif key in ("enable_chunked_prefill", "scheduler_reserve_full_isl", "async_scheduling",
-                     "enable_prefix_caching"):
+                     "enable_prefix_caching", "long_prefill_token_threshold_adaptive"):
             ok, expected = isinstance(value, bool), "true or false"
         elif key == "policy":
             ok, expected = value in ("fcfs", "priority"), '"fcfs" or "priority"'
@@ -112,12 +117,18 @@ def _check_request(doc: InputDoc, r: Any, i: int, seen: dict[str, int], step_dur
             doc.fail_type((*where, key), r[key], "an integer >= 1")
     if r.get("priority") is not None and not is_int(r["priority"]):
         doc.fail_type((*where, "priority"), r["priority"], "an integer (lower runs first)")
+    scope = r.get("hash_scope", "prompt")
+    if scope not in HASH_SCOPES:
+        doc.fail_type((*where, "hash_scope"), scope, " or ".join(f'"{s}"' for s in HASH_SCOPES))
     hashes = r.get("hash_ids")
     if hashes is not None and not (isinstance(hashes, list) and all(is_int(h) for h in hashes)):
         doc.fail_type((*where, "hash_ids"), hashes, "a list of integers")
-    if hashes is not None and len(hashes) != -(-r["prompt_len"] // bs):
-        doc.fail_type((*where, "hash_ids"), hashes, f"one id per {bs}-token block of the prompt "
-                      f"({-(-r['prompt_len'] // bs)} ids)")
+    # round 3's "sequence": the ids cover the prompt and the output (a turn that repeats the previous answer)
+    covered, what = ((r["prompt_len"], "the prompt") if scope == "prompt"
+                     else (r["prompt_len"] + r["output_len"], "the prompt and the output"))
+    if hashes is not None and len(hashes) != -(-covered // bs):
+        doc.fail_type((*where, "hash_ids"), hashes, f"one id per {bs}-token block of {what} "
+                      f"({-(-covered // bs)} ids)")
 
 
 def check_scenario(scenario: Any, doc: InputDoc) -> dict[str, Any]:
@@ -190,7 +201,8 @@ def scenario_requests(scenario: dict[str, Any]) -> list[Request]:
         t = r["arrival_step"] if "arrival_step" in r else r.get("arrival_time", 0) / step
         hashes = tuple(r["hash_ids"]) if r.get("hash_ids") is not None else None
         reqs.append(Request(str(r.get("id", i)), float(math.ceil(t)), int(r["prompt_len"]), int(r["output_len"]),
-                            int(r.get("priority") or 0), hashes))
+                            int(r.get("priority") or 0), hashes, hash_scope=r.get("hash_scope", "prompt"),
+                            sends_max_tokens=False))  # (driven offline: a long output stops at max_model_len)
     return reqs
 
 
@@ -230,8 +242,10 @@ def to_trace(scenario: dict[str, Any], result: SimResult) -> dict[str, Any]:
         if s.finished_observed:
             d["finished_observed"] = list(s.finished_observed)
         steps.append(d)
+    _add_rejected(steps, result)
     step_of = {s.start_time: round(s.start_time) for s in result.steps}
     requests = {}
+    rejected, clamped = set(result.rejected), set(result.clamped)
     for r in result.requests:
         requests[r.id] = {
             "arrival_step": math.ceil(r.arrival_time),
@@ -240,13 +254,30 @@ def to_trace(scenario: dict[str, Any], result: SimResult) -> dict[str, Any]:
             "finish_step": round(r.finish_time - 1) if r.finish_time is not None else None,
             "num_preemptions": r.num_preemptions,
         }
+        if r.id in rejected:
+            requests[r.id]["rejected"] = True
+        elif r.id in clamped:
+            requests[r.id]["max_tokens"] = r.output_len
     return {
         "scenario": scenario.get("name", ""), "engine": "servesim vllm policy",
         "summary": {"num_steps": len(steps), "last_step": steps[-1]["step"] if steps else None,
                     "num_finished": sum(r.finish_time is not None for r in result.requests),
-                    "num_requests": len(result.requests), "total_preemptions": len(result.preemptions)},
+                    "num_requests": len(result.requests), "total_preemptions": len(result.preemptions),
+                    "num_rejected": len(result.rejected)},
         "requests": requests, "steps": steps,
     }
+
+
+def _add_rejected(steps: list[dict[str, Any]], result: SimResult) -> None:
+    """Round 3's step `rejected`: the ids refused at arrival, on the first step at or after their arrival."""
+    if not result.rejected or not steps:
+        return
+    starts = [d["step"] for d in steps]
+    arrival = {r.id: math.ceil(r.arrival_time) for r in result.requests}
+    for rid in result.rejected:
+        k = bisect_left(starts, arrival[rid])
+        if k < len(steps):
+            steps[k].setdefault("rejected", []).append(rid)
 
 
 def first_difference(expected: dict[str, Any], actual: dict[str, Any]) -> tuple[int, str, Any, Any] | None:
@@ -257,7 +288,7 @@ def first_difference(expected: dict[str, Any], actual: dict[str, Any]) -> tuple[
         if e["step"] != a["step"]:
             return i, "step", e["step"], a["step"]
         keys = ENTRY_KEYS + (("num_cached_tokens",) if any("num_cached_tokens" in x for x in e["scheduled"]) else ())
-        diff = step_difference(i, e, a, keys, STEP_KEYS)
+        diff = step_difference(i, e, a, keys, STEP_KEYS + (("rejected",) if "rejected" in e or "rejected" in a else ()))
         if diff is not None:
             return diff
     return count_difference(exp, act)

@@ -107,6 +107,17 @@ class PrefixCachingKV(KVCache):
             state.num_hashed_blocks = full
         return True
 
+    def cache_finished(self, state: RequestState) -> None:
+        """Async scheduling (V1): a finishing request's blocks are cached up to its last computed token before it
+        is freed (`update_from_output`'s `cache_blocks`), so a block its final decode filled goes back hashed."""
+        r = state.request
+        full = (r.prompt_len + r.output_len - 1) // self.block_size  # every token but the last sampled one
+        if full > state.num_hashed_blocks and r.hash_ids is not None and state.block_ids:
+            hashes = self.hashes(state, full * self.block_size)
+            for i in range(state.num_hashed_blocks, full):
+                self.pool.register(state.block_ids[i], hashes[i], state.index)
+            state.num_hashed_blocks = full
+
     def free(self, state: RequestState) -> int:
         n = state.num_blocks
         if state.block_ids:

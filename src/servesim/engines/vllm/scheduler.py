@@ -21,6 +21,18 @@ class VLLMScheduler(Scheduler):
     name = "vllm"
     prefix_caching = True
 
+    def __init__(self, config, explain: bool = True) -> None:
+        super().__init__(config, explain)
+        # prefill_schedule_interval (V5): the last step that ran a prefill (counting steps from 1), and whether
+        # the last admission pass left requests waiting (then no step is deferred)
+        self.last_prefill_step = 0
+        self.prefill_capacity_bound = False
+        self.prefilled = False  # this step ran a prefill (a prompt chunk past the first, or >= 2 uncached tokens)
+
+    def skipped(self, k: int, queue_empty: bool) -> None:
+        if queue_empty:  # each of those passes scanned an empty queue: nothing was left waiting
+            self.prefill_capacity_bound = False
+
     def use_prefix_cache(self) -> None:
         if self.config.preemption_mode == "swap":
             raise ConfigError("prefix caching with preemption_mode swap is not modelled (vLLM v1 has no swap): "
@@ -28,6 +40,11 @@ class VLLMScheduler(Scheduler):
         self.kv = PrefixCachingKV(self.config.block_size, self.config.num_gpu_blocks, track_evictions=self.explain,
                                   async_scheduling=self.config.async_scheduling)
         self.prefix = True
+
+    def finish(self, s: RequestState) -> None:
+        if self.prefix and self.config.async_scheduling:
+            self.kv.cache_finished(s)
+        super().finish(s)
 
     def blocks_held(self, states: list[RequestState]) -> int:
         held = super().blocks_held(states)
@@ -46,31 +63,57 @@ class VLLMScheduler(Scheduler):
         cfg = self.config
         # the engine's decode cohort: the first running requests, already given one token each (engine.fastpath)
         budget = cfg.max_num_batched_tokens - num_decoding_ahead
-        # NOTE: a lone request is never capped by long_prefill_token_threshold.
-        many = len(self.running) + len(self.waiting) + len(self.swapped) > 1
-        cap = cfg.long_prefill_token_threshold if many else 0
+        cap = self._threshold()
+        out.prefill_deferred = defer = self._defers_prefill()
+        self.prefilled = False
         budget = self._schedule_running(num_decoding_ahead, budget, cap)
         # waiting: only when nothing was preempted this step; in queue order, never skipping the head
         if out.preempted:
             self.note_rest(self.swapped, Reason.ADMISSION_FROZEN, "a request was preempted this step")
             self.note_rest(self.waiting, Reason.ADMISSION_FROZEN, "a request was preempted this step")
-            return out
-        budget = self._swap_in(budget, cap)
-        if self.swapped:
-            self.note_rest(self.waiting, Reason.BLOCKED_BEHIND_HEAD, "swapped requests resume first")
-            return out
-        self._admit_waiting(budget, cap)
+        else:
+            budget = self._swap_in(budget, cap)
+            if self.swapped:
+                self.note_rest(self.waiting, Reason.BLOCKED_BEHIND_HEAD, "swapped requests resume first")
+            else:
+                self._admit_waiting(budget, cap)
+                if not defer:  # (V5's escape: a pass that left requests waiting was bound by capacity)
+                    self.prefill_capacity_bound = bool(len(self.waiting))
+        if self.prefilled:
+            self.last_prefill_step = self.step_index + 1
         return out
+
+    def _threshold(self) -> int:
+        """long_prefill_token_threshold as it applies this step: never to a lone request; adaptive (vLLM 0.33),
+        raised to the budget's share of the requests there are."""
+        cfg = self.config
+        many = len(self.running) + len(self.waiting) + len(self.swapped)
+        if many <= 1 or not cfg.long_prefill_token_threshold:
+            return 0
+        if cfg.long_prefill_token_threshold_adaptive:
+            return max(cfg.long_prefill_token_threshold, cfg.max_num_batched_tokens // many)
+        return cfg.long_prefill_token_threshold
+
+    def _defers_prefill(self) -> bool:
+        """prefill_schedule_interval N (vLLM 0.33, local cadence): this step runs no prefill when the last one
+        was fewer than N steps ago, the last admission pass was not bound by capacity, and someone running
+        decodes (a step of prompt chunks alone is never deferred)."""
+        n = self.config.prefill_schedule_interval
+        return (n > 1 and not self.prefill_capacity_bound and self.step_index + 1 - self.last_prefill_step < n
+                and not all(r.is_prefill_chunk for r in self.running))
 
     def _schedule_running(self, i: int, budget: int, cap: int) -> int:
         """Running requests from `running[i]`, in admission order; on a KV shortfall preempt until the request
         fits. Returns the budget left."""
         out, kv, running = self.out, self.kv, self.running
+        defer = out.prefill_deferred
         while i < len(running) and budget > 0:
             req = running[i]
             n = min(req.num_tokens_needed, budget, cap or budget)
-            if n == 0:  # async scheduling: its last token is in flight; it stays in `running` until released
-                i += 1
+            if n == 0 or defer and req.is_prefill_chunk:  # async scheduling: its last token is in flight (it
+                i += 1  # stays in `running` until released); or its next prompt chunk waits for a prefill step
+                if n and self.explain:
+                    self.note(req, Reason.PREFILL_INTERVAL, self._interval_detail())
                 continue
             while not kv.allocate(req, req.num_computed_tokens + n):
                 victim = self.pick_victim()
@@ -84,13 +127,15 @@ class VLLMScheduler(Scheduler):
                     break
             else:
                 out.scheduled[req] = n
+                self.prefilled |= req.is_prefill_chunk
+                req.is_prefill_chunk = n < req.num_tokens_needed
                 budget -= n
                 i += 1
                 continue
             if self.config.policy == "fcfs":
                 break  # the request being scheduled was the last one running: nothing left to scan
         if self.explain:
-            for req in running[i:]:
+            for req in running[i:]:  # (a deferred prompt chunk beyond the budget: the budget's reason)
                 if req not in out.scheduled and req.num_tokens_needed:
                     self.note(req, Reason.TOKEN_BUDGET, "budget spent on requests ahead")
         return budget
@@ -105,6 +150,10 @@ class VLLMScheduler(Scheduler):
             n = req.num_tokens_needed - cached
             if cap and n > cap:  # the threshold caps first: with chunking off a long prompt still goes in chunks
                 n = cap
+            uncached = req.num_tokens - req.num_computed_tokens - cached
+            if self.out.prefill_deferred and uncached >= 2:  # V5: only full hits but the last token go in
+                self.note_rest(waiting, Reason.PREFILL_INTERVAL, self._interval_detail(), shared=True)
+                return
             why = self._cannot_admit(req, budget, n, hits)
             if why:
                 self.note_rest(waiting, *why)
@@ -119,6 +168,8 @@ class VLLMScheduler(Scheduler):
             if req.num_preemptions:
                 self.out.resumed.add(req)
             self.admit(req, n)
+            self.prefilled |= uncached >= 2
+            req.is_prefill_chunk = n < req.num_tokens_needed
             budget -= n
 
     def _cannot_admit(self, req: RequestState, budget: int, n: int,
@@ -126,8 +177,9 @@ class VLLMScheduler(Scheduler):
         """Why the head of the queue, capped to `n` tokens by the threshold, cannot be admitted (None: it can).
         With prefix hits (P9): hit blocks in use cost nothing, evictable ones must leave the free queue."""
         cfg = self.config
-        if len(self.running) >= cfg.max_num_seqs:
-            return Reason.MAX_NUM_SEQS, f"{len(self.running)} running = max_num_seqs", True
+        if len(self.running) >= cfg.max_num_active_reqs:  # (max_num_active_seqs, vLLM 0.33; else max_num_seqs)
+            which = "max_num_seqs" if cfg.max_num_active_reqs == cfg.max_num_seqs else "max_num_active_seqs"
+            return Reason.MAX_NUM_SEQS, f"{len(self.running)} running = {which}", True
         if budget <= 0:
             return Reason.TOKEN_BUDGET, f"0 of {cfg.max_num_batched_tokens} tokens left", True
         if not cfg.enable_chunked_prefill and n > budget:
@@ -146,7 +198,7 @@ class VLLMScheduler(Scheduler):
         while self.swapped:
             req = self.swapped[0]
             n = min(req.num_tokens_needed, budget, cap or budget)
-            if len(self.running) >= self.config.max_num_seqs or n <= 0:
+            if len(self.running) >= self.config.max_num_active_reqs or n <= 0:
                 self.note_rest(self.swapped, Reason.MAX_NUM_SEQS if n > 0 else Reason.TOKEN_BUDGET)
                 break
             need = blocks_for(req.num_computed_tokens + n, self.config.block_size) + self.watermark_blocks()
@@ -157,6 +209,11 @@ class VLLMScheduler(Scheduler):
             self.swap_in(req, n)
             budget -= n
         return budget
+
+    def _interval_detail(self) -> str:
+        n = self.config.prefill_schedule_interval
+        return f"prefill_schedule_interval {n}: the last prefill ran {self.step_index + 1 - self.last_prefill_step} " \
+               "step(s) ago"
 
     def pick_victim(self) -> RequestState:
         """fcfs: the newest running request; priority: the largest (priority, arrival_time). Under async

@@ -34,6 +34,9 @@ from servesim.engine.scheduler import Scheduler, SchedulerOutput
 class VLLMv0Scheduler(Scheduler):
     name = "vllm-v0"
     unread = {"long_prefill_token_threshold": "vLLM v0's default scheduler never splits a prompt",
+              "long_prefill_token_threshold_adaptive": "vLLM v0's default scheduler never splits a prompt",
+              **dict.fromkeys(("max_num_active_seqs", "prefill_schedule_interval"),
+                              "a vLLM 0.33 v1 scheduler knob (v0 has none)"),
               "enable_prefix_caching": "servesim's vLLM v0 keeps no prefix cache (v0's was opt-in and is not modelled)"}
     chunked = False  # the budget defaults to max(max_model_len, 2048)
     # A prefill step runs no decode, so decodes scheduled ahead of schedule() (the engine's decode cohort) are
