@@ -26,6 +26,14 @@ class VLLMFlags:
                                               "max_position_embeddings, else the longest request.")] = None
     long_prefill_token_threshold: Annotated[int, _opt("--long-prefill-token-threshold", help="Cap on one request's "
                                                       "tokens per step when others wait (0 = off).")] = 0
+    long_prefill_token_threshold_adaptive: Annotated[bool, _opt("--long-prefill-token-threshold-adaptive",
+                                                                help="vLLM 0.33: raise the threshold to the "
+                                                                "budget over running + waiting requests.")] = False
+    max_num_active_seqs: Annotated[int | None, _opt("--max-num-active-seqs", help="vLLM 0.33: most requests "
+                                                    "admitted into RUNNING (default max_num_seqs).")] = None
+    prefill_schedule_interval: Annotated[int, _opt("--prefill-schedule-interval", help="vLLM 0.33: admit "
+                                                   "prompts every N-th step while others decode (1 = every "
+                                                   "step; off while admission is bound by capacity).")] = 1
     no_chunked_prefill: Annotated[bool, _opt("--no-enable-chunked-prefill", "--no-chunked-prefill", help="Prompts "
                                              "run whole (vllm policy).")] = False
     no_prefix_caching: Annotated[bool, _opt("--no-enable-prefix-caching", help="Turn vLLM's prefix cache off "
@@ -66,6 +74,8 @@ def shared_knobs(opts: VLLMFlags) -> dict[str, object]:
         "enable_chunked_prefill": not opts.no_chunked_prefill,
         "enable_prefix_caching": not opts.no_prefix_caching,
         "long_prefill_token_threshold": opts.long_prefill_token_threshold, "max_model_len": opts.max_model_len,
+        "long_prefill_token_threshold_adaptive": opts.long_prefill_token_threshold_adaptive,
+        "max_num_active_seqs": opts.max_num_active_seqs, "prefill_schedule_interval": opts.prefill_schedule_interval,
         "block_size": opts.block_size, "num_gpu_blocks": opts.num_gpu_blocks,
         "gpu_memory_utilization": opts.gpu_memory_utilization, "watermark": opts.watermark,
         "policy": opts.scheduling_policy, "async_scheduling": opts.async_scheduling or False,
