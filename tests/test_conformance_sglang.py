@@ -34,6 +34,18 @@ def test_fixture_matches_step_for_step(shared, name):
             (e["chunked_req_after_schedule"], e["num_running_after"], e["num_waiting_after"])
 
 
+ROUND2_EXACT = ["11_azure_conv_slice"]  # round 2's schedules servesim matches so far (issue 28)
+
+
+@pytest.mark.parametrize("name", ROUND2_EXACT)
+def test_round2_fixture_matches_step_for_step(shared, name):
+    scenario = load_scenario(DIR / "round2" / "scenarios" / f"{name}.json")
+    expected = load_trace(DIR / "round2" / "traces" / f"{name}.json.gz")
+    actual = to_trace(scenario, run_scenario(scenario))
+    assert first_difference(expected, actual, radix=scenario["config"]["radix_cache"]) is None
+    assert actual["summary"]["num_steps"] == expected["summary"]["num_steps"]
+
+
 def test_there_are_fixtures(shared):
     assert len(FIXTURES) >= 6
 

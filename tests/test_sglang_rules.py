@@ -417,3 +417,16 @@ def test_decay_looked_up_on_the_path_is_the_step_by_step_decay(ratio, times):
     for _ in range(times):
         expected = max(expected - sg.ratio_decay, sg.ratio_min)
     assert decayed(ratio, times, decay_path(sg)) == expected
+
+
+def test_a_survivors_of_a_retraction_keep_the_retraction_order():
+    # test_s6's case with A's prompt 6, B's 4, C's 7 and pool 73: 17 prompt tokens held, 56 free after step 1, 3 per
+    # decode step from step 2, so 2 are free after step 19 and step 20 (needing 3) retracts. All have 19 outputs,
+    # so the order by -prompt descending is B (-4), A (-6), C (-7); C goes, and the batch
+    # then runs B before A (filter_batch(keep_indices=sorted_indices)), not in admission order A, B.
+    _, t = steps(scenario([("A", 0, 6, 20), ("B", 1, 4, 20), ("C", 1, 7, 20)], max_total_num_tokens=73,
+                          chunked_prefill_size=64))
+    k = 20
+    assert t[19]["free_tokens_after_step"] == 2 and not t[19]["retracted"]
+    assert rows(t[k - 1]) == [("A", 1), ("B", 1), ("C", 1)]
+    assert t[k]["retracted"] == ["C"] and rows(t[k]) == [("B", 1), ("A", 1)]

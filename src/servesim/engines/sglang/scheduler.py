@@ -258,8 +258,7 @@ class SGLangScheduler(Scheduler):
                 break
             first = False
             self._retract_one(order.pop())
-        kept = set(order)
-        running[:] = [s for s in running if s in kept]
+        running[:] = order  # filter_batch(keep_indices=sorted_indices): survivors keep the retraction order
         decoded = sum(s.num_output_tokens for s in running)
         max_new = sum(s.request.output_len for s in running)
         self.ratio = min(1.0, (decoded + sg.retract_decode_steps * len(running)) / (max_new + 1))
