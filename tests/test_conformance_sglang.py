@@ -34,7 +34,8 @@ def test_fixture_matches_step_for_step(shared, name):
             (e["chunked_req_after_schedule"], e["num_running_after"], e["num_waiting_after"])
 
 
-ROUND2_EXACT = ["11_azure_conv_slice"]  # round 2's schedules servesim matches so far (issue 28)
+# round 2's schedules servesim matches so far (issue 28)
+ROUND2_EXACT = ["06_ignore_eos_mix_radix_off", "08_mixed_bounded_pool", "11_azure_conv_slice"]
 
 
 @pytest.mark.parametrize("name", ROUND2_EXACT)

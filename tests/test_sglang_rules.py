@@ -160,15 +160,16 @@ def test_random_policy_shuffles_the_queue_with_its_seed(seed):
     assert result.steps == simulate(reqs, EngineConfig(sglang=sg), "sglang", "unit").steps  # same seed, same run
 
 
-@pytest.mark.parametrize("a_eos, radix, admitted", [(True, False, 40), (False, False, 1), (True, True, 1)])
+@pytest.mark.parametrize("a_eos, radix, admitted", [(True, False, 40), (False, False, 1), (True, True, 40)])
 def test_ignore_eos_admission_runs_everyone_to_the_end(a_eos, radix, admitted):
     # pool 100, b (10 + 40, ignore_eos) arrives at step 1 beside a (10 + 40, decoding: at step 1 it holds 10 slots
     # and has 1 output; 90 free). Radix cache off, ignore_eos: b must fit now (10 <= 90) and the pool must last if
     # both ran to the end, least left first: a has 40 x 1.0 - 1 = 39 left (ignore_eos: ratio 1), b 40; with b's
     # 10 taken, 80 - 2 x 39 = 2 <= 1 x 2 (SGLang's reserve per request): no token, the batch is full, and b waits
     # for a's last token (step 39): admitted at step 40. If a is not ignore_eos its 40 x 0.7 - 1 = 27 leaves
-    # 80 - 54 = 26, then 80 + 11 - 40 = 51: admitted at step 1; with the radix cache on, b takes the usual path
-    # (10 + 40 + 1 = 51 < 90 - 39 x 0.7 = 62.7): step 1.
+    # 80 - 54 = 26, then 80 + 11 - 40 = 51: admitted at step 1. With the radix cache on, b takes the usual path,
+    # where a (ignore_eos) is reserved at ratio 1.0 too (round 2's rule D): 10 + 40 + 1 = 51 is not below
+    # 90 - 39 = 51, and each decode of a takes one slot and one token of its reserve, so b waits for a's end too.
     sc = scenario([("a", 0, 10, 40), ("b", 1, 10, 40)], max_total_num_tokens=100, chunked_prefill_size=64,
                   radix_cache=radix)
     sc["requests"][0]["ignore_eos"] = a_eos
@@ -430,3 +431,36 @@ def test_a_survivors_of_a_retraction_keep_the_retraction_order():
     assert t[19]["free_tokens_after_step"] == 2 and not t[19]["retracted"]
     assert rows(t[k - 1]) == [("A", 1), ("B", 1), ("C", 1)]
     assert t[k]["retracted"] == ["C"] and rows(t[k]) == [("B", 1), ("A", 1)]
+
+
+def _with_ignore_eos(sc, *ids):
+    for r in sc["requests"]:
+        r["ignore_eos"] = r["id"] in ids
+    return sc
+
+
+@pytest.mark.parametrize("a_ignores_eos", [True, False])
+def test_d_a_running_ignore_eos_request_is_reserved_at_ratio_one(a_ignores_eos):
+    # Pool 100. Step 0 prefills A (prompt 10, output 50): 90 free, A has 49 outputs to go. B (prompt 30, output 10,
+    # not ignore_eos) arrives at step 1 and needs 30 + 10 + 1 (a page) = 41. A ignore_eos is reserved at ratio
+    # 1.0: 90 - 49 = 41 left, not more than 41, so B waits (a decode step); otherwise A is reserved at
+    # new_token_ratio (0.7, less the decay: about 34.3), 55.7 left, and B is admitted at once.
+    sc = _with_ignore_eos(scenario([("A", 0, 10, 50), ("B", 1, 30, 10)], max_total_num_tokens=100,
+                                   chunked_prefill_size=64), *(["A"] if a_ignores_eos else []))
+    _, t = steps(sc)
+    # (free after schedule: the decode step allocates A's next token; the prefill step B's 30)
+    assert t[1]["free_tokens_after_schedule"] == (89 if a_ignores_eos else 60)
+    assert (t[1]["forward_mode"], rows(t[1])) == (("decode", [("A", 1)]) if a_ignores_eos else ("prefill", [("B", 30)]))
+
+
+def test_i_after_a_mixed_step_the_batch_is_not_full():
+    # Mixed chunks, pool 60. Step 0 prefills A (prompt 8, output 20); B (prompt 8, output 4) arrives at 1 and is
+    # admitted in a mixed step with A's decode; C (prompt 30, output 2) arrives at 1 too and needs 30 + 2 + 1 = 33
+    # where 60 - 17 held - reserves leave less: refused, the batch is marked full. Rule I: the mixed step leaves
+    # the running batch not full, so step 2 tries C again (refused again: the reason is memory, not a full batch).
+    sc = scenario([("A", 0, 8, 20), ("B", 1, 8, 4), ("C", 1, 30, 2)], max_total_num_tokens=60,
+                  chunked_prefill_size=64, enable_mixed_chunk=True)
+    result, t = steps(sc)
+    assert t[1]["forward_mode"] == "mixed" and rows(t[1]) == [("B", 8), ("A", 1)]
+    reasons = {w.id: w.reason for w in result.steps[2].waiting}
+    assert reasons["C"] is Reason.NO_TOKEN

@@ -133,6 +133,9 @@ class SGLangScheduler(Scheduler):
         # batch puts its prefill rows before the decodes
         if decodes:
             running[:] = complete + decodes
+            # rule I: the next iteration adopts the mixed batch as the running batch, whose batch_is_full is
+            # false (scheduler.py 4408, 3958): a head refused for memory is tried again at once
+            self.batch_is_full = False
         else:
             running += complete
         return True
@@ -192,14 +195,15 @@ class SGLangScheduler(Scheduler):
         return s.request.output_len * ratio - outputs, s.request.prompt_len + outputs
 
     def reserve(self, ratio: float, clock: int | None = None) -> float:
-        """What the running requests may still need: min(max_new - outputs, 4096) x new_token_ratio each, summed
-        in running order (the decode cohort's members read at `clock`)."""
+        """What the running requests may still need: min(max_new - outputs, 4096) x new_token_ratio each, an
+        ignore_eos request's at ratio 1.0 (round 2's rule D: `_get_running_request_total_token_offset`,
+        schedule_policy.py 785-794), summed in running order (the decode cohort's members read at `clock`)."""
         if clock is None:
-            return sum(min(s.request.output_len - s.num_output_tokens, CLIP_MAX_NEW_TOKENS) * ratio
-                       for s in self.running)
+            return sum(min(s.request.output_len - s.num_output_tokens, CLIP_MAX_NEW_TOKENS)
+                       * (1.0 if s.request.ignore_eos else ratio) for s in self.running)
         return sum(min(s.request.output_len - s.num_output_tokens - (clock - s.decoding_since
                                                                       if s.decoding_since >= 0 else 0),
-                       CLIP_MAX_NEW_TOKENS) * ratio for s in self.running)
+                       CLIP_MAX_NEW_TOKENS) * (1.0 if s.request.ignore_eos else ratio) for s in self.running)
 
     def decode_ratios(self, step: int, k: int) -> list[float]:
         """new_token_ratio in force at steps step .. step+k-1, decode steps the fast path runs without schedule()
