@@ -464,3 +464,17 @@ def test_i_after_a_mixed_step_the_batch_is_not_full():
     assert t[1]["forward_mode"] == "mixed" and rows(t[1]) == [("B", 8), ("A", 1)]
     reasons = {w.id: w.reason for w in result.steps[2].waiting}
     assert reasons["C"] is Reason.NO_TOKEN
+
+
+def test_b_a_retraction_evicts_the_tree_until_20_tokens_per_request_left_are_free():
+    # Rule A's case with the radix cache on (distinct prompts). Step 20 retracts C, which holds its 7 prompt
+    # tokens (in the tree) and 18 written outputs: 2 + 18 = 20 free, its prompt now evictable. Rule B: with 2
+    # requests left, release_req evicts until 20 x 2 = 40 are free: the gap of 20 takes all 7 evictable tokens,
+    # 27 free, less A's and B's decode tokens: 25 after schedule (18 without the rule: the prompt kept cached).
+    sc = scenario([("A", 0, 6, 20), ("B", 1, 4, 20), ("C", 1, 7, 20)], max_total_num_tokens=73,
+                  chunked_prefill_size=64, radix_cache=True)
+    for r, seg in zip(sc["requests"], ([[1, 6]], [[2, 4]], [[3, 7]]), strict=True):
+        r["segments"] = seg
+    _, t = steps(sc)
+    assert t[19]["free_tokens_after_step"] == 2
+    assert t[20]["retracted"] == ["C"] and t[20]["free_tokens_after_schedule"] == 25

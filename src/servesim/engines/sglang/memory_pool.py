@@ -38,6 +38,15 @@ class TokenPool(KVCache):
             return float("inf")
         return self.free_blocks * self.block_size + self.evictable
 
+    def evict_for(self, num_tokens: int) -> None:
+        """evict_from_tree_cache: when fewer than `num_tokens` are free, evict the gap from the tree (whole leaves;
+        `mem_cache/common.py`)."""
+        if self.radix is None or self.free_blocks is None:
+            return
+        gap = num_tokens - self.free_blocks * self.block_size
+        if gap > 0:
+            self.free_blocks += self.radix.evict(gap) // self.block_size
+
     def make_room(self, num_pages: int) -> bool:
         """Evict from the tree until `num_pages` are free; False if even that is not enough."""
         if self.free_blocks is None or num_pages <= self.free_blocks:

@@ -262,6 +262,9 @@ class SGLangScheduler(Scheduler):
                 break
             first = False
             self._retract_one(order.pop())
+            # rule B: release_req then evicts the tree until retract_decode_steps tokens per request left are
+            # free (schedule_batch.py 2389-2392)
+            kv.evict_for(sg.retract_decode_steps * len(order))
         running[:] = order  # filter_batch(keep_indices=sorted_indices): survivors keep the retraction order
         decoded = sum(s.num_output_tokens for s in running)
         max_new = sum(s.request.output_len for s in running)
