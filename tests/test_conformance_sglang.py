@@ -78,3 +78,20 @@ def test_bad_policy_and_scenario_are_refused_in_one_line(monkeypatch, capsys, sh
     code, _, err = cli(monkeypatch, capsys, "conform", "--policy", "sglang", str(p))
     assert code == 2
     assert "config.policy" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_04_paged_rules_c_f_g_as_round2s_readme_shows_them(shared):
+    # ../shared/conformance/sglang/round2/README.md, page 16 with the radix cache: rule C at step 61 (21 decode
+    # rows evict for 21 x 16 tokens: evictable 560 -> 256, free after schedule 368); rule F at step 107 (p034 needs
+    # ceil_page(extend) + 16 + its output = 361 with 357.24 left: it waits, admitted at step 110); with rule G the
+    # whole schedule agrees up to step 150 (the next difference, at 151, is not yet built)
+    name = "04_page16_radix_lpm"
+    scenario = load_scenario(DIR / "round2" / "scenarios" / f"{name}.json")
+    expected = load_trace(DIR / "round2" / "traces" / f"{name}.json.gz")
+    actual = to_trace(scenario, run_scenario(scenario))
+    by_step = {s["step"]: s for s in actual["steps"]}
+    assert by_step[61]["free_tokens_after_schedule"] == 368  # (servesim's trace does not carry the evictable count)
+    prefills = {k: [e["id"] for e in by_step[k]["scheduled"] if e["kind"] == "prefill"] for k in (107, 110)}
+    assert "p034" not in prefills[107] and "p034" in prefills[110]
+    diff = first_difference(expected, actual, radix=True)
+    assert diff is not None and diff[0] >= 151

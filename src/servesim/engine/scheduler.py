@@ -47,6 +47,7 @@ class Scheduler:
     cohort_whole = False  # True: the fast path takes the decode cohort only when it is the whole running batch
     decode_evicts = False  # True: a decode step short of KV evicts the policy's prefix cache for it (SGLang), so
     #                        the fast path may make that room itself (`kv.make_room`) and keep its cohort
+    stretches = True  # False: the engine runs every step through schedule() (no decode cohort, no stretch)
     chunked_req = None  # a request between prompt chunks outside the running list (SGLang): no stretch meanwhile
     end_step = None  # a policy's hook after each step has run (SGLang inserts prefilled tokens in its radix tree)
     # shared knobs the policy never reads, and why: refused when given (`engine.resolve`), never silently ignored

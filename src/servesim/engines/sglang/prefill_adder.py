@@ -57,7 +57,9 @@ class Adder:
         cached = sched.match(s)
         max_new = min(max(s.request.output_len - s.num_output_tokens, 0), CLIP_MAX_NEW_TOKENS)
         extend = s.num_tokens - cached
-        total = extend + max_new + ps
+        # rule F: whole pages of the extend, one page more (per_req_token_overhead), and the output reserved
+        # (prefill_budget.py 156-168)
+        total = -(-extend // ps) * ps + max_new + ps
         if total >= self.rem_total:
             self.why = f"needs {total} tokens, {max(0, int(self.rem_total))} left after the running requests' reserve"
             return self._reject(s, Reason.NO_TOKEN)
@@ -143,7 +145,12 @@ class Adder:
             self.rem_chunk -= tokens
 
     def allocate(self) -> None:
-        """prepare_for_extend: the batch's slots, in batch order, evicting the tree as needed."""
+        """prepare_for_extend: the batch's slots, in batch order, evicting the tree as needed; paged, for the
+        extend and one page per row more (rule G: alloc_paged_token_slots_extend, allocation.py 186-201)."""
+        sched = self.sched
+        ps = sched.sg.page_size
+        if ps > 1:
+            sched.kv.evict_for(sum(sched.out.scheduled[s] for s, _ in self.rows) + len(self.rows) * ps)
         for s, pages in self.rows:
             if not self.sched.kv.grow(s, pages):
                 raise RuntimeError(f"{s.request_id}: no KV for a prefill SGLang admitted (a servesim bug)")

@@ -37,6 +37,9 @@ class SGLangScheduler(Scheduler):
         super().__init__(config, explain)
         self.sg = sg = config.sglang or SGLangConfig()
         self.radix = None if sg.disable_radix_cache else RadixCache(sg.page_size)
+        # paged with the radix cache, every decode and prefill evicts a page per row ahead (rules C, G), which the
+        # fast path's decode cohort does not model: those runs go step by step
+        self.stretches = self.radix is None or sg.page_size == 1
         self.kv = TokenPool(sg.page_size, sg.max_total_num_tokens, self.radix)
         self.waiting = WaitingQueue()
         self.chunked_req: RequestState | None = None
@@ -225,6 +228,7 @@ class SGLangScheduler(Scheduler):
         need = self._decode_pages(running)
         if not kv.make_room(need):
             return []
+        kv.evict_for(len(running) * self.sg.page_size)  # rule C, as in a decode step
         for s in running:
             self._take_decode(s)
         return list(running)
@@ -236,6 +240,9 @@ class SGLangScheduler(Scheduler):
             self._retract()
         else:
             self._decay()
+        # rule C: alloc_paged_token_slots_decode evicts for a new page per request, needed or not
+        # (mem_cache/allocation.py 583-585)
+        kv.evict_for(len(running) * self.sg.page_size)
         for s in running:
             self._take_decode(s)
 
