@@ -49,11 +49,9 @@ class TokenPool(KVCache):
 
     def make_room(self, num_pages: int) -> bool:
         """Evict from the tree until `num_pages` are free; False if even that is not enough."""
-        if self.free_blocks is None or num_pages <= self.free_blocks:
+        if self.free_blocks is None:
             return True
-        if self.radix is not None:
-            # (the tree holds whole pages: what it frees is a number of pages)
-            self.free_blocks += self.radix.evict((num_pages - self.free_blocks) * self.block_size) // self.block_size
+        self.evict_for(num_pages * self.block_size)  # (the tree holds whole pages: it frees a number of pages)
         return num_pages <= self.free_blocks
 
     def grow(self, state: RequestState, num_pages: int) -> bool:

@@ -135,7 +135,7 @@ class VLLMScheduler(Scheduler):
             if self.config.policy == "fcfs":
                 break  # the request being scheduled was the last one running: nothing left to scan
         if self.explain:
-            for req in running[i:]:  # (a deferred prompt chunk beyond the budget: the budget's reason)
+            for req in running[i:]:
                 if req not in out.scheduled and req.num_tokens_needed:
                     self.note(req, Reason.TOKEN_BUDGET, "budget spent on requests ahead")
         return budget
