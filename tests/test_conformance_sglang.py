@@ -35,7 +35,7 @@ def test_fixture_matches_step_for_step(shared, name):
 
 
 # round 2's schedules servesim matches so far (issue 28)
-ROUND2_EXACT = ["06_ignore_eos_mix_radix_off", "08_mixed_bounded_pool", "11_azure_conv_slice"]
+ROUND2_EXACT = ["06_ignore_eos_mix_radix_off", "08_mixed_bounded_pool", "09_priority_preempt", "11_azure_conv_slice"]
 
 
 @pytest.mark.parametrize("name", ROUND2_EXACT)

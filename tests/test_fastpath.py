@@ -169,7 +169,8 @@ def sglang_workloads(draw):
         p = sum(k for _, k in seg) if seg else draw(st.integers(1, 40))
         reqs.append(Request(f"r{i}", float(draw(st.integers(0, 30))) / 2, p, draw(st.integers(1, 30)),
                             hash_ids=tuple(t for t, k in seg for _ in range(k)) if seg else None,
-                            hash_block_size=1 if seg else None, ignore_eos=draw(st.booleans())))
+                            hash_block_size=1 if seg else None, ignore_eos=draw(st.booleans()),
+                            priority=draw(st.sampled_from([0, 5, 20, 40]))))
     radix = draw(st.booleans())
     chunk = draw(st.sampled_from([None, 8, 16, 64]))
     sg = SGLangConfig(max_total_num_tokens=draw(st.one_of(st.none(), st.integers(80, 300))),
@@ -178,7 +179,9 @@ def sglang_workloads(draw):
                       max_running_requests=draw(st.integers(1, 8)),
                       enable_mixed_chunk=chunk is not None and draw(st.booleans()),
                       disable_radix_cache=not radix,
-                      schedule_policy=draw(st.sampled_from(["fcfs", "lpm", "lof", "random", "dfs-weight"])))
+                      schedule_policy=draw(st.sampled_from(["fcfs", "lpm", "lof", "random", "dfs-weight"])),
+                      enable_priority_scheduling=draw(st.booleans()),
+                      schedule_low_priority_values_first=draw(st.booleans()))
     return reqs, EngineConfig(sglang=sg)
 
 

@@ -262,7 +262,8 @@ def workloads(draw):
         p = sum(k for _, k in seg) if seg else draw(st.integers(1, 40))
         reqs.append(Request(f"r{i}", float(draw(st.integers(0, 6))), p, draw(st.integers(1, 30)),
                             hash_ids=tuple(t for t, k in seg for _ in range(k)) if seg else None,
-                            hash_block_size=1 if seg else None, ignore_eos=draw(st.booleans())))
+                            hash_block_size=1 if seg else None, ignore_eos=draw(st.booleans()),
+                            priority=draw(st.sampled_from([0, 5, 20, 40]))))
     sg = SGLangConfig(max_total_num_tokens=draw(st.integers(80, 300)), page_size=draw(st.sampled_from([1, 1, 4])),
                       chunked_prefill_size=(chunk := draw(st.sampled_from([None, 8, 16, 64]))),
                       max_prefill_tokens=draw(st.sampled_from([16, 64, 16384])),
@@ -270,7 +271,8 @@ def workloads(draw):
                       enable_mixed_chunk=chunk is not None and draw(st.booleans()),
                       disable_radix_cache=draw(st.booleans()),
                       schedule_policy=draw(st.sampled_from(["fcfs", "lpm", "lof", "random", "dfs-weight"])),
-                      random_seed=draw(st.integers(0, 3)))
+                      random_seed=draw(st.integers(0, 3)), enable_priority_scheduling=draw(st.booleans()),
+                      schedule_low_priority_values_first=draw(st.booleans()))
     return reqs, sg
 
 

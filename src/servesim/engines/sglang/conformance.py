@@ -10,6 +10,7 @@ SGLang decided (the fast path's stretch records leave the ratio out). A bad file
 from __future__ import annotations
 
 import math
+import sys
 from typing import Any
 
 from servesim.cost import UnitCost
@@ -20,15 +21,18 @@ from servesim.engine.resolve import resolve_config
 from servesim.engine.result import SimResult
 from servesim.engines.config import EngineConfig
 from servesim.engines.conformance import check_scenario_shape, count_difference, read_trace_text, step_difference
+from servesim.engines.sglang.scheduler import PRIORITY
 from servesim.engines.sglang.server_args import SGLangConfig
 from servesim.errors import ConfigError, WorkloadError
 
 POLICY = "sglang"  # the policy the recorded schedules are reproduced with
 SCENARIO_KEYS = ("name", "description", "config", "requests")
 CONFIG_KEYS = ("max_total_num_tokens", "page_size", "chunked_prefill_size", "max_prefill_tokens",
-               "max_running_requests", "policy", "schedule_conservativeness", "enable_mixed_chunk", "radix_cache")
+               "max_running_requests", "policy", "schedule_conservativeness", "enable_mixed_chunk", "radix_cache",
+               "enable_priority_scheduling", "priority_scheduling_preemption_threshold",
+               "schedule_low_priority_values_first", "retraction_policy")
 SCENARIO_CONFIG_KEYS = CONFIG_KEYS  # what tells this format from another (`registry.conformance_for`)
-REQUEST_KEYS = ("id", "arrival_step", "prompt_len", "output_len", "ignore_eos", "segments")
+REQUEST_KEYS = ("id", "arrival_step", "prompt_len", "output_len", "ignore_eos", "segments", "priority")
 STEP_KEYS = ("forward_mode", "retracted", "finished", "free_tokens_after_schedule", "free_tokens_after_step")
 TRACE = "an SGLang conformance trace: a JSON object (or .json.gz) with 'steps' (see ../shared/conformance/sglang)"
 SCENARIO = ("an SGLang conformance scenario: a JSON object with 'config' and 'requests' "
@@ -53,6 +57,10 @@ def _check_config(doc: InputDoc, c: Any) -> None:
             ok, expected = v in ("fcfs", "lpm", "lof", "dfs-weight"), '"fcfs", "lpm", "lof" or "dfs-weight"'
         elif key == "schedule_conservativeness":
             ok, expected = is_real(v) and 0 <= v < math.inf, "a finite number >= 0"
+        elif key == "priority_scheduling_preemption_threshold":
+            ok, expected = is_int(v), "an integer"
+        elif key == "retraction_policy":
+            ok, expected = v == "length", '"length" (SGLang\'s "priority" retraction order is not modelled)'
         else:
             ok, expected = isinstance(v, bool), "true or false"
         if not ok:
@@ -75,6 +83,8 @@ def _check_request(doc: InputDoc, r: Any, i: int, seen: set) -> None:
     for key in ("prompt_len", "output_len"):
         if not is_int(r[key]) or r[key] < 1:
             doc.fail_type((*where, key), r[key], "an integer >= 1")
+    if r.get("priority") is not None and not is_int(r["priority"]):
+        doc.fail_type((*where, "priority"), r["priority"], "an integer (or absent: the lowest)")
     if not isinstance(r.get("ignore_eos", False), bool):
         doc.fail_type((*where, "ignore_eos"), r["ignore_eos"], "true or false")
     seg = r.get("segments")
@@ -123,12 +133,16 @@ def load_trace(path) -> dict[str, Any]:
 
 
 def scenario_requests(scenario: dict[str, Any]) -> list[Request]:
+    # a request without a priority gets the lowest there is (scheduler.py 3520-3527)
+    lowest = sys.maxsize if scenario["config"].get("schedule_low_priority_values_first") else -sys.maxsize - 1
     out = []
     for r in scenario["requests"]:
         seg = r.get("segments")
         ids = tuple(t for t, k in seg for _ in range(k)) if seg else None
+        priority = r.get("priority")
         out.append(Request(r["id"], float(r["arrival_step"]), r["prompt_len"], r["output_len"], hash_ids=ids,
-                           hash_block_size=1 if ids else None, ignore_eos=r.get("ignore_eos", False)))
+                           hash_block_size=1 if ids else None, ignore_eos=r.get("ignore_eos", False),
+                           priority=lowest if priority is None else priority))
     return out
 
 
@@ -139,7 +153,11 @@ def scenario_config(scenario: dict[str, Any]) -> EngineConfig:
         chunked_prefill_size=c.get("chunked_prefill_size", 8192), max_prefill_tokens=c.get("max_prefill_tokens", 16384),
         max_running_requests=c["max_running_requests"], schedule_policy=c.get("policy", "fcfs"),
         schedule_conservativeness=float(c.get("schedule_conservativeness", 1.0)),
-        enable_mixed_chunk=c.get("enable_mixed_chunk", False), disable_radix_cache=not c.get("radix_cache", False))
+        enable_mixed_chunk=c.get("enable_mixed_chunk", False), disable_radix_cache=not c.get("radix_cache", False),
+        enable_priority_scheduling=c.get("enable_priority_scheduling", False),
+        priority_scheduling_preemption_threshold=c.get("priority_scheduling_preemption_threshold", 10),
+        schedule_low_priority_values_first=c.get("schedule_low_priority_values_first", False),
+        retraction_policy=c.get("retraction_policy", "length"))
     return EngineConfig(sglang=sg)
 
 
@@ -152,8 +170,10 @@ def to_trace(scenario: dict[str, Any], result: SimResult) -> dict[str, Any]:
     """The result in the SGLang fixtures' trace schema."""
     ps = result.config.sglang.page_size
     steps = []
+    by_priority = {(p.step, p.id) for p in result.preemptions if p.mode == PRIORITY}
     for s in result.steps:
-        retracted = list(s.preempted)
+        preempted = [i for i in s.preempted if (s.step, i) in by_priority]
+        retracted = [i for i in s.preempted if (s.step, i) not in by_priority]
         steps.append({
             "step": round(s.start_time), "arrivals": list(s.arrivals), "forward_mode": s.forward_mode,
             "scheduled": [
@@ -163,7 +183,8 @@ def to_trace(scenario: dict[str, Any], result: SimResult) -> dict[str, Any]:
                  "cached_tokens": e.num_cached_tokens, "samples_token": e.samples_token}
                 for e in s.scheduled
             ],
-            "total_scheduled_tokens": s.total_scheduled_tokens, "retracted": retracted, "finished": list(s.finished),
+            "total_scheduled_tokens": s.total_scheduled_tokens, "retracted": retracted, "preempted": preempted,
+            "finished": list(s.finished),
             "new_token_ratio_at_schedule": s.new_token_ratio, "chunked_req_after_schedule": s.chunked_request,
             "free_tokens_after_schedule": _tokens(s.free_blocks_after_schedule, ps),
             "free_tokens_after_step": _tokens(s.free_blocks_after_step, ps),
@@ -171,12 +192,17 @@ def to_trace(scenario: dict[str, Any], result: SimResult) -> dict[str, Any]:
         })
     step_of = {r.start_time: round(r.start_time) for r in result.steps}
     requests = {}
+    preemptions = {}
+    for p in result.preemptions:
+        if p.mode == PRIORITY:
+            preemptions[p.id] = preemptions.get(p.id, 0) + 1
     for r in result.requests:
         requests[r.id] = {
             "arrival_step": math.ceil(r.arrival_time), "first_scheduled_step": step_of.get(r.first_scheduled_time),
             "first_token_step": round(r.token_times[0] - 1) if r.token_times else None,
             "finish_step": round(r.finish_time - 1) if r.finish_time is not None else None,
-            "num_retractions": r.num_preemptions, "cached_tokens_first_admission": r.num_cached_tokens,
+            "num_retractions": r.num_preemptions - preemptions.get(r.id, 0),
+            "num_preemptions": preemptions.get(r.id, 0), "cached_tokens_first_admission": r.num_cached_tokens,
             "prefill_chunks": r.num_prefill_chunks,
         }
     modes = [s["forward_mode"] for s in steps]
@@ -184,7 +210,8 @@ def to_trace(scenario: dict[str, Any], result: SimResult) -> dict[str, Any]:
         "scenario": scenario.get("name", ""), "engine": "servesim sglang policy",
         "summary": {"num_steps": len(steps), "last_step": steps[-1]["step"] if steps else None,
                     "finished": sum(r.finish_time is not None for r in result.requests),
-                    "total_retractions": len(result.preemptions), "prefill_steps": modes.count("prefill"),
+                    "total_retractions": len(result.preemptions) - len(by_priority),
+                    "total_preemptions": len(by_priority), "prefill_steps": modes.count("prefill"),
                     "decode_steps": modes.count("decode"), "mixed_steps": modes.count("mixed")},
         "requests": requests, "steps": steps,
     }
@@ -194,8 +221,8 @@ def _tokens(pages: int | None, page_size: int) -> int | None:
     return None if pages is None else pages * page_size
 
 
-def first_difference(expected: dict[str, Any], actual: dict[str, Any], radix: bool = True
-                     ) -> tuple[int, str, Any, Any] | None:
+def first_difference(expected: dict[str, Any], actual: dict[str, Any], radix: bool = True,
+                     priority: bool = False) -> tuple[int, str, Any, Any] | None:
     """The first step where two traces differ, as ../shared/conformance/sglang/README.md defines a match: the
     forward mode; the scheduled list (ids, order, tokens, kind, and cached_tokens with the radix cache); the
     retracted and finished; both free-token counts; and the number of steps."""
@@ -210,7 +237,7 @@ def first_difference(expected: dict[str, Any], actual: dict[str, Any], radix: bo
             return i, "step", e["step"], a["step"]
         if e["forward_mode"] != a["forward_mode"]:
             return i, "forward_mode", e["forward_mode"], a["forward_mode"]
-        diff = step_difference(i, e, a, keys, STEP_KEYS[1:])
+        diff = step_difference(i, e, a, keys, STEP_KEYS[1:] + (("preempted",) if priority else ()))
         if diff is not None:
             return diff
     return count_difference(exp, act)
@@ -218,4 +245,6 @@ def first_difference(expected: dict[str, Any], actual: dict[str, Any], radix: bo
 
 def compare(scenario: dict[str, Any], expected: dict[str, Any], actual: dict[str, Any]):
     """`first_difference` under this format's rule of a match (cached tokens only with the radix cache on)."""
-    return first_difference(expected, actual, radix=scenario["config"].get("radix_cache", False))
+    c = scenario["config"]
+    return first_difference(expected, actual, radix=c.get("radix_cache", False),
+                            priority=c.get("enable_priority_scheduling", False))

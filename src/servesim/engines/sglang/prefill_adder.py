@@ -18,7 +18,7 @@ class Adder:
     """SGLang's PrefillAdder for one prefill batch: the three budgets, and the memory left after the offset."""
 
     __slots__ = ("sched", "rem_total_offset", "cur_rem_offset", "rem_input", "rem_chunk", "new_chunked", "why",
-                 "rows", "states")
+                 "rows", "states", "preempted")
 
     def __init__(self, sched: SGLangScheduler, mixed_rows: int) -> None:
         sg, ratio = sched.sg, sched.ratio
@@ -36,6 +36,7 @@ class Adder:
         self.why = ""
         self.rows: list[tuple[RequestState, int]] = []  # (request, pages): allocated once the batch is built
         self.states: list[tuple[float, int]] | None = None  # ignore_eos admission: (tokens left, held), sorted
+        self.preempted: list[RequestState] = []  # priority preemption's victims (preempt_list), queued after
 
     @property
     def rem_total(self) -> float:
@@ -56,7 +57,7 @@ class Adder:
             return self.add_one_ignore_eos(s)
         cached = sched.match(s)
         max_new = min(max(s.request.output_len - s.num_output_tokens, 0), CLIP_MAX_NEW_TOKENS)
-        extend = s.num_tokens - cached
+        extend = sched.extend_input_len[s] = s.num_tokens - cached  # init_next_round_input
         # rule F: whole pages of the extend, one page more (per_req_token_overhead), and the output reserved
         # (prefill_budget.py 156-168)
         total = -(-extend // ps) * ps + max_new + ps
@@ -74,6 +75,7 @@ class Adder:
                 self.why = "the chunk budget is spent"
                 return self._reject(s, Reason.CHUNK_BUDGET)
             self.new_chunked, reserve = s, 0
+            sched.extend_input_len[s] = n
         return self._admit(s, cached, n, reserve)
 
     def add_one_ignore_eos(self, s: RequestState) -> Reason | None:
@@ -81,7 +83,7 @@ class Adder:
         request (running, in the batch, and `s`) ran to the end, the ones with least left finishing first and
         giving back what they hold: left = max_new x ratio - outputs (ratio 1 for ignore_eos requests)."""
         sched, ps = self.sched, self.sched.sg.page_size
-        extend = s.num_tokens
+        extend = sched.extend_input_len[s] = s.num_tokens
         pages = -(-extend // ps) * ps
         avail = sched.kv.available
         if pages > min(avail - self.cur_rem_offset, avail - self.rem_total_offset):
@@ -111,7 +113,39 @@ class Adder:
                 return Reason.CHUNK_BUDGET
             n, reserve = self.rem_chunk, 0
             self.new_chunked = s
+            sched.extend_input_len[s] = n
         return self._admit(s, 0, n, reserve)
+
+    def preempt_to_schedule(self, s: RequestState) -> bool:
+        """Priority preemption (P3, `PrefillAdder.preempt_to_schedule`, schedule_policy.py 1727-1759): running
+        requests, lowest priority first and the latest to join the queue first among equals, each more than
+        `priority_scheduling_preemption_threshold` below `s`, taken until their reserve covers what `s` lacks:
+        its extend_input_len (as its last admission attempt left it, 0 if none) + max_new - the memory left. True
+        when they were released (rows and memory freed for `s`)."""
+        sched = self.sched
+        sg = sched.sg
+        sign = 1 if sg.schedule_low_priority_values_first else -1
+        order = sorted((r for r in sched.running if r not in self.preempted),
+                       key=lambda r: (r.request.priority * -sign, -sched.entry.get(r, 0)))
+        need = (sched.extend_input_len.get(s, 0) + min(s.request.output_len, CLIP_MAX_NEW_TOKENS)
+                - self.rem_total)
+        victims = []
+        for r in order:
+            if (s.request.priority - r.request.priority) * -sign <= sg.priority_scheduling_preemption_threshold:
+                break
+            victims.append(r)
+            need -= sched.running_reserve(r)
+            if need <= 0:
+                break
+        if not victims or need > 0:
+            return False
+        chosen = set(victims)
+        for r in [r for r in sched.running if r in chosen]:  # released in running-batch order
+            self.rem_total_offset -= sched.running_reserve(r)
+            sched.preempt(r, len(sched.running) - 1)
+        # NOTE: SGLang extends preempt_list from a set (its order is the objects' hashes); in victim order here
+        self.preempted += victims
+        return True
 
     def _admit(self, s: RequestState, cached: int, n: int, reserve: int) -> Reason | None:
         """`s` goes in with its `cached` tokens (whole pages) and n to compute; then is there room for more?"""

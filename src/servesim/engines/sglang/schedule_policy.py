@@ -2,7 +2,8 @@
 `SchedulePolicy.calc_priority`): fcfs keeps it;
 lof puts the longest outputs first; lpm the longest radix match first, a request sharing a prefix with an earlier
 waiting one last; random shuffles it with the scheduler's seeded generator; dfs-weight walks the radix tree,
-heavier subtrees first."""
+heavier subtrees first. With priority scheduling fcfs orders by (priority, entry time) and lof by (priority,
+output length), a larger priority first unless schedule_low_priority_values_first (P1)."""
 
 from __future__ import annotations
 
@@ -20,9 +21,17 @@ IN_BATCH_PREFIX = 32  # lpm's in-batch prefix thresholds (IN_BATCH_PREFIX_CACHIN
 
 def order_waiting(sched: SGLangScheduler) -> None:
     """Sort `sched.waiting` by its schedule_policy, in place."""
-    policy, waiting = sched.sg.schedule_policy, sched.waiting
-    if policy == "lof":
-        waiting.sort(key=lambda s: -s.request.output_len)
+    policy, waiting, sg = sched.sg.schedule_policy, sched.waiting, sched.sg
+    sign = 1 if sg.schedule_low_priority_values_first else -1
+    if policy == "fcfs" or (policy in ("lpm", "dfs-weight") and sched.radix is None):  # (a policy the tree
+        # cannot serve is fcfs: _validate_and_adjust_policy)
+        if sg.enable_priority_scheduling:  # _sort_by_priority_and_fcfs (schedule_policy.py 232-235)
+            waiting.sort(key=lambda s: (s.request.priority * sign, sched.entry[s]))
+    elif policy == "lof":
+        if sg.enable_priority_scheduling:
+            waiting.sort(key=lambda s: (s.request.priority * sign, -s.request.output_len))
+        else:
+            waiting.sort(key=lambda s: -s.request.output_len)
     elif policy == "lpm" and sched.radix is not None and len(waiting) <= LPM_MAX_QUEUE:
         shadow, later = RadixCache(), set()
         match = {}

@@ -26,6 +26,9 @@ from servesim.engines.sglang.server_args import CLIP_MAX_NEW_TOKENS, SGLangConfi
 
 OUTPUT_TOKEN = 7  # the token every output is taken to be (the recorded fixtures' `sampled_token_id`)
 RETRACT = "retract (decode memory)"  # the preemption ledger's mode for a decode retraction
+PRIORITY = "preempt (priority)"  # the ledger's mode for a priority preemption (PrefillAdder.preempt_to_schedule)
+
+
 class SGLangScheduler(Scheduler):
     name = "sglang"
     prefix_caching = False  # its radix cache is its own (`servesim.engines.sglang.radix_cache`), not vLLM's block cache
@@ -42,6 +45,11 @@ class SGLangScheduler(Scheduler):
         self.stretches = self.radix is None or sg.page_size == 1
         self.kv = TokenPool(sg.page_size, sg.max_total_num_tokens, self.radix)
         self.waiting = WaitingQueue()
+        # priority scheduling: each request's wait_queue_entry_time (an order: set whenever it joins the queue) and
+        # extend_input_len (0 until an admission attempt sets it, and again after a retraction or preemption)
+        self.entry: dict[RequestState, int] = {}
+        self.entries = 0
+        self.extend_input_len: dict[RequestState, int] = {}
         self.chunked_req: RequestState | None = None
         self.batch_is_full = False  # SGLang's running_batch.batch_is_full: no prefill is tried until it shrinks
         self.ratio = sg.ratio_init
@@ -55,6 +63,15 @@ class SGLangScheduler(Scheduler):
         # num_output_tokens + clock - decoding_since), set by cohort_step for the next schedule() only
         self.member_clock: int | None = None
         self.pending_reserve: float | None = None  # the reserve cohort_step summed for that schedule()
+
+    def add_request(self, s: RequestState) -> None:
+        self.enqueue(s)
+
+    def enqueue(self, s: RequestState) -> None:
+        """_add_request_to_queue: `s` joins the back of the queue, its entry time now."""
+        self.entries += 1
+        self.entry[s] = self.entries
+        self.waiting.add(s)
 
     # -- the iteration ------------------------------------------------------------------------------------------
     def schedule(self, num_decoding_ahead: int = 0) -> SchedulerOutput:
@@ -86,13 +103,16 @@ class SGLangScheduler(Scheduler):
     def _prefill(self) -> bool:
         """SGLang's get_new_batch_prefill: True when a prefill batch was built (its rows are in `out`)."""
         waiting, running, chunked, sg = self.waiting, self.running, self.chunked_req, self.sg
-        if not running:
-            self.batch_is_full = False  # an empty running batch is never full (update_running_batch)
+        preempting = sg.enable_priority_scheduling  # (SGLang's enable_priority_preemption)
+        if not running or preempting:
+            # an empty running batch is never full (update_running_batch); with priority preemption every attempt
+            # starts afresh (P2: scheduler.py 4090-4092)
+            self.batch_is_full = False
         if (self.batch_is_full or not waiting) and chunked is None:
             self.note_rest(waiting, Reason.BATCH_FULL, "the running batch is full until it shrinks", True)
             return False
         allocatable = sg.max_running_requests - len(running)
-        if allocatable <= 0 and chunked is None:
+        if allocatable <= 0 and chunked is None and not preempting:
             self.batch_is_full = True
             self.note_rest(waiting, Reason.MAX_RUNNING_REQUESTS, f"{len(running)} running", True)
             return False
@@ -106,8 +126,10 @@ class SGLangScheduler(Scheduler):
                 chunked.num_tokens else None
         admitted = 0
         for s in waiting:
-            if len(batch) >= allocatable:
+            if len(batch) >= sg.max_running_requests - len(running):
                 self.batch_is_full = True
+            if self.batch_is_full and not (preempting and adder.preempt_to_schedule(s)):
+                # P2: only a candidate refused for a free row preempts (scheduler.py 4224-4237)
                 self._note_from(admitted, Reason.MAX_RUNNING_REQUESTS, f"{len(running)} running + {len(batch)} "
                                 f"in the batch = max_running_requests")
                 break
@@ -126,8 +148,10 @@ class SGLangScheduler(Scheduler):
                 self._note_from(admitted, res, adder.why)
                 break
         if not batch:
+            self._requeue(adder.preempted)
             return False
         del waiting[:admitted]
+        self._requeue(adder.preempted)
         adder.allocate()
         complete = [s for s in batch if s is not self.chunked_req]
         self.extended = batch
@@ -151,6 +175,8 @@ class SGLangScheduler(Scheduler):
         running requests sit it out (not mixed; an unlimited pool, so no admission reads their reserve, and
         page_size 1, so a chunk always has room), else None."""
         sg = self.sg
+        if sg.enable_priority_scheduling and self.waiting:
+            return None  # a prefill is tried, and may preempt the running requests it reads
         if self.chunked_req is None:
             if self.batch_is_full or not self.waiting:
                 return "decode"
@@ -278,7 +304,23 @@ class SGLangScheduler(Scheduler):
         self.ratio = min(1.0, (decoded + sg.retract_decode_steps * len(running)) / (max_new + 1))
         self.batch_is_full = False
 
-    def _retract_one(self, victim: RequestState) -> None:
+    def preempt(self, victim: RequestState, remaining: int) -> None:
+        """P3: a priority preemption releases `victim` as a retraction does (release_req, rule B's eviction for the
+        `remaining` requests) and leaves it off the running batch; it is queued again after the batch is built."""
+        self.running.remove(victim)
+        self._retract_one(victim, PRIORITY, queue=False)
+        self.kv.evict_for(self.sg.retract_decode_steps * remaining)
+
+    def _requeue(self, victims: list[RequestState]) -> None:
+        for v in victims:
+            self.enqueue(v)
+
+    def running_reserve(self, s: RequestState) -> float:
+        """_get_running_request_total_token_offset: what a running request may still need."""
+        left = min(s.request.output_len - self.outputs(s), CLIP_MAX_NEW_TOKENS)
+        return left * (1.0 if s.request.ignore_eos else self.ratio)
+
+    def _retract_one(self, victim: RequestState, mode: str = RETRACT, queue: bool = True) -> None:
         """The victim frees all its KV, keeps its outputs and goes to the back of the queue (re-prefills prompt
         and outputs)."""
         blocks, discarded = victim.num_blocks, victim.num_computed_tokens
@@ -290,9 +332,11 @@ class SGLangScheduler(Scheduler):
         victim.num_computed_tokens = 0
         victim.sampled_since_admission = False
         victim.status = RequestStatus.WAITING
-        self.waiting.append(victim)
+        self.extend_input_len.pop(victim, None)  # reset_for_retract
+        if queue:
+            self.enqueue(victim)
         self.out.preempted.append(victim)
-        self.out.preemptions.append(Preemption(self.step_index, victim.request_id, RETRACT, discarded, 0, blocks,
+        self.out.preemptions.append(Preemption(self.step_index, victim.request_id, mode, discarded, 0, blocks,
                                                0.0, repeat))
 
     # -- the waiting queue's order (SchedulePolicy.calc_priority) ----------------------------------------------
@@ -327,8 +371,9 @@ class SGLangScheduler(Scheduler):
 
     def private(self, s: RequestState) -> bool:
         """`s`'s tokens need no tree: a request with no token ids (its key is its own: nobody else can hit it) in
-        an unlimited pool (nothing is evicted, and nobody is retracted, so it never matches itself either)."""
-        return s.request.hash_ids is None and self.kv.free_blocks is None
+        an unlimited pool (nothing is evicted, and nobody is retracted, so it never matches itself either), with
+        no priority preemption (whose victims would)."""
+        return s.request.hash_ids is None and self.kv.free_blocks is None and not self.sg.enable_priority_scheduling
 
     def match(self, s: RequestState) -> int:
         """Lock the longest cached prefix of `s` (never its last token); returns its length."""
@@ -404,6 +449,8 @@ class SGLangScheduler(Scheduler):
             self.kv.give_back(s, s.num_blocks)
             s.num_blocks = 0
         self.running.remove(s)
+        self.entry.pop(s, None)
+        self.extend_input_len.pop(s, None)
         self.batch_is_full = False  # the running batch shrank
         if self.on_finish is not None:
             self.on_finish(s)

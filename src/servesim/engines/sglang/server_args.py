@@ -38,6 +38,13 @@ class SGLangConfig:
     min_new_token_ratio: float | None = None
     new_token_ratio_decay: float | None = None
     retract_decode_steps: int = 20  # SGLANG_RETRACT_DECODE_STEPS: the ratio's allowance per request on retraction
+    # priority scheduling (round 2's P1-P3): each prefill attempt orders the queue by priority (a larger value first
+    # unless schedule_low_priority_values_first), and a candidate refused for a free row preempts running requests
+    # more than the threshold below it
+    enable_priority_scheduling: bool = False
+    priority_scheduling_preemption_threshold: int = 10
+    schedule_low_priority_values_first: bool = False
+    retraction_policy: str = "length"  # which running requests a decode retraction takes first (only length here)
 
     def __post_init__(self) -> None:
         for name in ("page_size", "max_prefill_tokens", "max_running_requests", "retract_decode_steps"):
@@ -53,7 +60,16 @@ class SGLangConfig:
         if self.schedule_policy not in SCHEDULE_POLICIES:
             raise ConfigError(f"sglang.schedule_policy {self.schedule_policy!r}: expected one of "
                               f"{', '.join(SCHEDULE_POLICIES)}")
-        for name in ("enable_mixed_chunk", "disable_radix_cache"):
+        if self.retraction_policy != "length":
+            raise ConfigError(f"sglang.retraction_policy {self.retraction_policy!r}: only \"length\" "
+                              "(SGLang's default: fewest outputs, then longest prompt, retracted first) is modelled; "
+                              "\"priority\" is not")
+        if isinstance(self.priority_scheduling_preemption_threshold, bool) or not isinstance(
+                self.priority_scheduling_preemption_threshold, int):
+            raise ConfigError("sglang.priority_scheduling_preemption_threshold must be an integer, got "
+                              f"{self.priority_scheduling_preemption_threshold!r}")
+        for name in ("enable_mixed_chunk", "disable_radix_cache", "enable_priority_scheduling",
+                     "schedule_low_priority_values_first"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"sglang.{name} must be true or false, got {getattr(self, name)!r}")
         if self.mem_fraction_static is not None and (
