@@ -480,3 +480,79 @@ def test_b_a_retraction_evicts_the_tree_until_20_tokens_per_request_left_are_fre
     _, t = steps(sc)
     assert t[19]["free_tokens_after_step"] == 2
     assert t[20]["retracted"] == ["C"] and t[20]["free_tokens_after_schedule"] == 25
+
+
+def _priorities(sc, low_values_first=False, **priority):
+    for r in sc["requests"]:
+        if r["id"] in priority:
+            r["priority"] = priority[r["id"]]
+    sc["config"] |= {"enable_priority_scheduling": True, "schedule_low_priority_values_first": low_values_first}
+    return sc
+
+
+@pytest.mark.parametrize("enabled, order", [(True, ["y", "z", "x"]), (False, ["x", "y", "z"])])
+def test_p1_the_waiting_queue_by_priority_then_arrival(enabled, order):
+    # chunk budget 8 and prompts of 8: one admission a step. Priority on (larger values first): y and z (5,
+    # in arrival order) before x (0); off: arrival order
+    sc = scenario([("x", 0, 8, 4), ("y", 0, 8, 4), ("z", 0, 8, 4)])
+    if enabled:
+        sc = _priorities(sc, x=0, y=5, z=5)
+    _, t = steps(sc)
+    assert [rows(s)[0][0] for s in t[:3]] == order and all(rows(s)[0][1] == 8 for s in t[:3])
+
+
+@pytest.mark.parametrize("b, preempted", [(20, True), (10, False)])
+def test_p2_a_request_refused_a_row_preempts_one_more_than_the_threshold_below(b, preempted):
+    # one row: A (priority 0, prompt 4, output 10) runs from step 0; B (prompt 6, output 3) arrives at step 1.
+    # B at 20 is more than the threshold 10 above A: A goes back to the queue, B runs steps 1-3, A re-prefills
+    # its 4 prompt tokens and 1 output at step 4. B at 10 (not more than 10 above) waits for A (done at step 9).
+    sc = _priorities(scenario([("A", 0, 4, 10), ("B", 1, 6, 3)], max_running_requests=1, chunked_prefill_size=64),
+                     A=0, B=b)
+    result, t = steps(sc)
+    if preempted:
+        assert t[1]["preempted"] == ["A"] and rows(t[1]) == [("B", 6)] and not t[1]["retracted"]
+        assert t[3]["finished"] == ["B"] and rows(t[4]) == [("A", 5)] and t[4]["scheduled"][0]["resumed"]
+        assert result.request("A").num_preemptions == 1
+    else:
+        assert not any(s["preempted"] for s in t) and t[9]["finished"] == ["A"] and rows(t[10]) == [("B", 6)]
+
+
+@pytest.mark.parametrize("max_running, preempted", [(16, []), (1, ["A"])])
+def test_p2_only_a_refused_row_preempts_never_a_refused_memory(max_running, preempted):
+    # pool 60: A (priority 0, prompt 4, output 40) holds 4 + 1 and reserves about 39 x 0.7; B (priority 20, prompt
+    # 30, output 10) needs 30 + 10 + 1 > 55 - 27: refused for memory, and with rows free that never preempts.
+    # With one row, B is refused the row first and preempts A (then fits).
+    sc = _priorities(scenario([("A", 0, 4, 40), ("B", 1, 30, 10)], max_total_num_tokens=60,
+                              max_running_requests=max_running, chunked_prefill_size=64), A=0, B=20)
+    result, t = steps(sc)
+    assert t[1]["preempted"] == preempted
+    if not preempted:
+        assert {w.id: w.reason for w in result.steps[1].waiting}["B"] is Reason.NO_TOKEN
+
+
+@pytest.mark.parametrize("low_first, a, c, b, victim", [
+    (False, 0, 0, 20, "C"),     # equals: the latest to join the queue goes
+    (False, 0, 5, 20, "A"),     # the lowest priority goes
+    (False, 12, 15, 20, None),  # neither more than 10 below B
+    (True, 30, 25, 0, "A"),     # smaller values first: 30 is the lowest
+])
+def test_p3_the_victim_is_the_lowest_priority_latest_to_join(low_first, a, c, b, victim):
+    # two rows, A and C (prompt 4, output 20) running from step 0; B (prompt 6, output 3) arrives at step 1
+    sc = _priorities(scenario([("A", 0, 4, 20), ("C", 0, 4, 20), ("B", 1, 6, 3)], max_running_requests=2,
+                              chunked_prefill_size=64), low_first, A=a, C=c, B=b)
+    _, t = steps(sc)
+    assert t[1]["preempted"] == ([victim] if victim else [])
+    assert ("B", 6) in rows(t[1]) if victim else sorted(rows(t[1])) == [("A", 1), ("C", 1)]
+
+
+def test_p3_a_victim_rejoins_the_queue_after_the_batch_as_a_new_entry():
+    # two rows, A and C (priority 0, prompt 4, output 20) from step 0; B (20, prompt 6, output 3) and E (0, prompt
+    # 6, output 3) at step 1: B preempts C (the latest), E is refused a row (no victim more than 10 below it), then C
+    # rejoins the queue behind E. B is done at step 3; E takes its row at step 4 and is done at 6; C re-prefills its
+    # 4 prompt tokens and 1 output at step 7 (had it kept its first entry, it would have gone before E at step 4).
+    sc = _priorities(scenario([("A", 0, 4, 20), ("C", 0, 4, 20), ("B", 1, 6, 3), ("E", 1, 6, 3)],
+                              max_running_requests=2, chunked_prefill_size=64), A=0, C=0, B=20, E=0)
+    _, t = steps(sc)
+    assert t[1]["preempted"] == ["C"] and t[3]["finished"] == ["B"]
+    assert rows(t[4]) == [("E", 6)] and t[6]["finished"] == ["E"]
+    assert rows(t[7]) == [("C", 5)] and t[7]["scheduled"][0]["resumed"]

@@ -60,7 +60,10 @@ def resolve_sglang(cfg: EngineConfig) -> EngineConfig:
         if getattr(cfg, name) != getattr(base, name):
             use = f"; use {instead}" if instead else ""
             raise ConfigError(f"{name} is a vLLM knob with no meaning under policy sglang{use}")
-    if cfg.preemption_mode != "recompute" or cfg.policy != "fcfs" or not cfg.enable_chunked_prefill:
+    if cfg.policy != "fcfs":
+        raise ConfigError(f"policy {cfg.policy!r} is a vLLM knob (--scheduling-policy) under policy sglang: use "
+                          "sglang.enable_priority_scheduling (--enable-priority-scheduling) or sglang.schedule_policy")
+    if cfg.preemption_mode != "recompute" or not cfg.enable_chunked_prefill:
         raise ConfigError("preemption_mode, policy and enable_chunked_prefill are vLLM knobs: under policy sglang "
                           "use sglang.schedule_policy and sglang.chunked_prefill_size (None = chunking off)")
     sg = cfg.sglang or SGLangConfig()

@@ -36,6 +36,17 @@ class SGLangFlags:
     page_size: Annotated[int | None, _opt("--page-size", help="SGLang: tokens per KV page. Default 1.")] = None
     disable_radix_cache: Annotated[bool, _opt("--disable-radix-cache", help="SGLang: no prefix (radix) "
                                               "cache.")] = False
+    enable_priority_scheduling: Annotated[bool, _opt("--enable-priority-scheduling", help="SGLang: the queue by "
+                                                     "each request's priority; a request refused a row preempts "
+                                                     "lower ones.")] = False
+    priority_scheduling_preemption_threshold: Annotated[int | None, _opt(
+        "--priority-scheduling-preemption-threshold", help="SGLang: preempt only requests more than this far "
+        "below. Default 10.")] = None
+    schedule_low_priority_values_first: Annotated[bool, _opt("--schedule-low-priority-values-first", help="SGLang:"
+                                                             " smaller priority values run first (default: "
+                                                             "larger).")] = False
+    retraction_policy: Annotated[str | None, _opt("--retraction-policy", help="SGLang: length (the only one "
+                                                  "modelled). Default length.")] = None
 
 
 FLAGS = SGLangFlags
@@ -49,7 +60,11 @@ def given(opts: SGLangFlags) -> dict[str, object]:
              "schedule_conservativeness": opts.schedule_conservativeness,
              "enable_mixed_chunk": opts.enable_mixed_chunk or None, "max_total_num_tokens": opts.max_total_tokens,
              "page_size": opts.page_size, "disable_radix_cache": opts.disable_radix_cache or None,
-             "mem_fraction_static": opts.mem_fraction_static, "random_seed": opts.random_seed}
+             "mem_fraction_static": opts.mem_fraction_static, "random_seed": opts.random_seed,
+             "enable_priority_scheduling": opts.enable_priority_scheduling or None,
+             "priority_scheduling_preemption_threshold": opts.priority_scheduling_preemption_threshold,
+             "schedule_low_priority_values_first": opts.schedule_low_priority_values_first or None,
+             "retraction_policy": opts.retraction_policy}
     out = {k: v for k, v in flags.items() if v is not None}
     if out.get("chunked_prefill_size") == -1:  # SGLang's -1: chunking off
         out["chunked_prefill_size"] = None
