@@ -35,7 +35,8 @@ def test_fixture_matches_step_for_step(shared, name):
 
 
 # round 2's schedules servesim matches so far (issue 28)
-ROUND2_EXACT = ["06_ignore_eos_mix_radix_off", "08_mixed_bounded_pool", "09_priority_preempt", "11_azure_conv_slice"]
+ROUND2_EXACT = ["06_ignore_eos_mix_radix_off", "08_mixed_bounded_pool", "09_priority_preempt", "11_azure_conv_slice",
+                "12_overlap_r1_04_retract"]
 
 
 @pytest.mark.parametrize("name", ROUND2_EXACT)
@@ -95,3 +96,15 @@ def test_04_paged_rules_c_f_g_as_round2s_readme_shows_them(shared):
     assert "p034" not in prefills[107] and "p034" in prefills[110]
     diff = first_difference(expected, actual, radix=True)
     assert diff is not None and diff[0] >= 151
+
+
+def test_12_the_overlap_loop_as_round2s_readme_shows_it(shared):
+    # README O3-O5: 3 iterations with no forward (after steps 256 and 513, and the last); step 215's ratio 0.909446
+    # (non-overlap 0.913349); r05 re-prefills 341 tokens at step 514 (non-overlap: 342)
+    scenario = load_scenario(DIR / "round2" / "scenarios" / "12_overlap_r1_04_retract.json")
+    t = to_trace(scenario, run_scenario(scenario))
+    assert t["summary"]["idle_overlap_iterations"] == 3
+    assert round(t["steps"][215]["new_token_ratio_at_schedule"], 6) == 0.909446
+    assert ("r05", 341) in [(e["id"], e["num_scheduled_tokens"]) for e in t["steps"][514]["scheduled"]]
+    twin = to_trace(scenario, run_scenario({**scenario, "config": {**scenario["config"], "overlap": False}}))
+    assert round(twin["steps"][215]["new_token_ratio_at_schedule"], 6) == 0.913349

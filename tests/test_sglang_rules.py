@@ -556,3 +556,68 @@ def test_p3_a_victim_rejoins_the_queue_after_the_batch_as_a_new_entry():
     assert t[1]["preempted"] == ["C"] and t[3]["finished"] == ["B"]
     assert rows(t[4]) == [("E", 6)] and t[6]["finished"] == ["E"]
     assert rows(t[7]) == [("C", 5)] and t[7]["scheduled"][0]["resumed"]
+
+
+def _loop(sc, overlap):
+    sc["config"]["overlap"] = overlap
+    return steps(sc)
+
+
+@pytest.mark.parametrize("overlap", [False, True])
+def test_o1_o2_the_overlap_loop_sees_a_finish_a_step_late(overlap):
+    # pool 30: A (prompt 4, output 2) and C (4, 10) prefill at step 0 (22 free); B (12, 4) arrives at step 1 and
+    # needs 12 + 4 + 1 = 17. Non-overlap: A's last token at step 1 frees its 5 tokens at once (25 free), and step 2
+    # admits B (25 - C's 8 left x ~0.7 > 17). Overlap: at step 2's schedule A's last token is still in flight, so
+    # A holds its KV (20 free) and B waits (20 - reserves < 17); step 2 decodes C alone (O2: a request finishing in
+    # flight leaves the decode batch); A's KV comes back after it (24 free after the step) and B goes in at step 3.
+    # The loop ends with one iteration that only processes the last step's result.
+    sc = scenario([("A", 0, 4, 2), ("C", 0, 4, 10), ("B", 1, 12, 4)], max_total_num_tokens=30, chunked_prefill_size=64)
+    result, t = _loop(sc, overlap)
+    assert t[1]["finished"] == ["A"] and rows(t[1]) == [("A", 1), ("C", 1)]
+    if overlap:
+        assert t[1]["free_tokens_after_step"] == 20  # (A's KV still held)
+        assert rows(t[2]) == [("C", 1)] and t[2]["free_tokens_after_step"] == 24 and rows(t[3]) == [("B", 12)]
+        assert result.idle_iterations == 1
+    else:
+        assert t[1]["free_tokens_after_step"] == 25 and rows(t[2]) == [("B", 12)] and result.idle_iterations == 0
+
+
+def test_o3_no_retraction_while_a_finishing_request_will_free_memory():
+    # pool 22, conservativeness 0.1: C and D (4, 6) prefill at step 0, A (8, 2) at step 2; step 3 decodes all
+    # three (1 free after it) and A's token ends it. At the next iteration C and D need 2 slots, 1 is free, and A
+    # is finishing in flight: instead of retracting D the iteration runs no forward (and the ratio does not
+    # decay), A's 9 tokens come back, and step 4 decodes C and D (10 - 2 = 8 free). Idle iterations: that one
+    # and the last (processing step 6's result).
+    sc = scenario([("C", 0, 4, 6), ("D", 0, 4, 6), ("A", 2, 8, 2)], max_total_num_tokens=22, chunked_prefill_size=64,
+                  schedule_conservativeness=0.1)
+    result, t = _loop(sc, True)
+    assert t[3]["finished"] == ["A"] and t[3]["free_tokens_after_step"] == 1
+    assert not any(s["retracted"] for s in t) and result.idle_iterations == 2
+    assert rows(t[4]) == [("C", 1), ("D", 1)] and t[4]["free_tokens_after_schedule"] == 8
+    assert t[4]["new_token_ratio_at_schedule"] == t[3]["new_token_ratio_at_schedule"]
+
+
+@pytest.mark.parametrize("overlap, outputs", [(False, 124), (True, 123)])
+def test_o4_o5_a_retraction_reads_output_ids_without_the_inflight_token(overlap, outputs):
+    # pool 256, conservativeness 0.3: A (4, 200) at step 0, B (6, 200) at step 1 (C waits for memory). A sits out
+    # step 1, so after step 124 each has 1 + 123 = 124 outputs; step 125 retracts B (equal outputs, longer prompt).
+    # Under the overlap loop step 124's token is in flight: output_ids hold 123. O5: the ratio becomes
+    # (A's outputs + 20 x 1) / (200 + 1); O4: B's in-flight token is dropped, so it re-prefills 6 + 123 = 129
+    # tokens in chunks of 64 (64, 64, 1) rather than 6 + 124 = 130, and finishes a step later, with 200 outputs.
+    sc = scenario([("A", 0, 4, 200), ("B", 1, 6, 200), ("C", 1, 6, 200)], max_total_num_tokens=256,
+                  chunked_prefill_size=64, schedule_conservativeness=0.3)
+    result, t = _loop(sc, overlap)
+    assert t[125]["retracted"] == ["B"] and rows(t[125]) == [("A", 1)]
+    assert t[125]["new_token_ratio_at_schedule"] == pytest.approx((outputs + 20) / 201, abs=1e-12)
+    assert [rows(s) for s in t[401:404]] == [[("B", 64)], [("B", 64)], [("B", 6 + outputs - 128)]]
+    assert t[477 + overlap + 1]["finished"] == ["B"] and result.request("B").num_tokens == 200
+
+
+@pytest.mark.parametrize("overlap, admitted", [(False, ["B", "C"]), (True, ["B"])])
+def test_o1_an_admission_reserves_the_inflight_token_as_still_to_come(overlap, admitted):
+    # test_s6's case (pool 71): at step 1 A's first token (from step 0) is in flight under the overlap loop, so
+    # its reserve is 20 x 0.7 = 14 rather than 19 x 0.7 = 13.3: after B, 67 - 14 - 26 = 27 is not more than C's 27,
+    # and C waits (non-overlap: 27.7 > 27, both go in)
+    sc = scenario([("A", 0, 4, 20), ("B", 1, 6, 20), ("C", 1, 6, 20)], max_total_num_tokens=71, chunked_prefill_size=64)
+    _, t = _loop(sc, overlap)
+    assert [i for i, _ in rows(t[1])] == admitted

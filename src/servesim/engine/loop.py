@@ -172,7 +172,8 @@ class Engine:
         total, ticks, sched, fast = self.num_served, 0, self.sched, self.fast
         self.until = until
         async_prefix = getattr(self.kv, "async_step", None) is not None
-        while self.n_done < total or self.release:  # async: the last seats come back one step later
+        # async: the last seats come back one step later; SGLang's overlap loop processes the last result after it
+        while self.n_done < total or self.release or sched.unprocessed:
             if self.now >= self.until:
                 return
             ticks += 1
@@ -328,6 +329,8 @@ class Engine:
         """Nothing can run: the clock jumps to the next arrival, and no step is recorded."""
         if out.scheduled or out.preempted or self.release:
             return False
+        if out.processed_only:  # (SGLang's overlap loop: no forward, the last result processed; no time passes)
+            return True
         if self.next_arrival is None:
             raise RuntimeError(f"no request can run at t={self.now} and none will arrive (a servesim bug)")
         self.now = max(self.now, self.next_arrival)
@@ -432,7 +435,8 @@ class Engine:
             prefix = PrefixCacheStats(kv.query_tokens, kv.hit_tokens, kv.evicted_blocks,
                                       kv.lost_tokens if tracked else None, kv.lost_admissions if tracked else None)
         return SimResult(self.policy, self.cost.name, cfg, tuple(self.steps), timelines, tuple(self.preemptions),
-                         step_log, self.record, self.rejected, prefix, self.clamped)
+                         step_log, self.record, self.rejected, prefix, self.clamped,
+                         getattr(self.sched, "idle_iterations", 0))
 
 
 def followers(requests: Sequence[Request], states: list[RequestState], rejected: set[int]

@@ -172,6 +172,14 @@ class RequestState:
         else:
             runs += (step, count)
 
+    def unsample(self) -> None:
+        """Take back its last sampled token (SGLang's overlap loop drops a retracted request's in-flight token)."""
+        self.num_output_tokens -= 1
+        runs = self.token_runs
+        runs[-1] -= 1
+        if not runs[-1]:
+            del runs[-2:]
+
     @property
     def is_finished(self) -> bool:
         return self.status is RequestStatus.FINISHED

@@ -45,6 +45,8 @@ class SimResult:
     # ids of the requests sent without max_tokens whose output was cut at max_model_len - prompt_len (vLLM's
     # get_max_tokens): they ran, with fewer output tokens than their output_len
     clamped: tuple[str, ...] = ()
+    # SGLang's overlap loop: iterations that ran no forward, only processed the last step's result (no step record)
+    idle_iterations: int = 0
 
     @property
     def timelines(self) -> Timelines:

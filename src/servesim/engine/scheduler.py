@@ -35,6 +35,8 @@ class SchedulerOutput:
     forward_mode: str | None = None
     new_token_ratio: float | None = None
     chunked_request: str | None = None
+    # SGLang's overlap loop: an iteration that ran no forward, only processed the last step's result (no step)
+    processed_only: bool = False
 
 
 class Scheduler:
@@ -50,6 +52,7 @@ class Scheduler:
     stretches = True  # False: the engine runs every step through schedule() (no decode cohort, no stretch)
     chunked_req = None  # a request between prompt chunks outside the running list (SGLang): no stretch meanwhile
     end_step = None  # a policy's hook after each step has run (SGLang inserts prefilled tokens in its radix tree)
+    unprocessed = False  # True: a step's result is still to be processed (SGLang's overlap loop): run once more
     # shared knobs the policy never reads, and why: refused when given (`engine.resolve`), never silently ignored
     unread: dict[str, str] = {}
 

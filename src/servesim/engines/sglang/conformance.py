@@ -30,7 +30,7 @@ SCENARIO_KEYS = ("name", "description", "config", "requests")
 CONFIG_KEYS = ("max_total_num_tokens", "page_size", "chunked_prefill_size", "max_prefill_tokens",
                "max_running_requests", "policy", "schedule_conservativeness", "enable_mixed_chunk", "radix_cache",
                "enable_priority_scheduling", "priority_scheduling_preemption_threshold",
-               "schedule_low_priority_values_first", "retraction_policy")
+               "schedule_low_priority_values_first", "retraction_policy", "overlap")
 SCENARIO_CONFIG_KEYS = CONFIG_KEYS  # what tells this format from another (`registry.conformance_for`)
 REQUEST_KEYS = ("id", "arrival_step", "prompt_len", "output_len", "ignore_eos", "segments", "priority")
 STEP_KEYS = ("forward_mode", "retracted", "finished", "free_tokens_after_schedule", "free_tokens_after_step")
@@ -157,7 +157,7 @@ def scenario_config(scenario: dict[str, Any]) -> EngineConfig:
         enable_priority_scheduling=c.get("enable_priority_scheduling", False),
         priority_scheduling_preemption_threshold=c.get("priority_scheduling_preemption_threshold", 10),
         schedule_low_priority_values_first=c.get("schedule_low_priority_values_first", False),
-        retraction_policy=c.get("retraction_policy", "length"))
+        retraction_policy=c.get("retraction_policy", "length"), disable_overlap_schedule=not c.get("overlap", False))
     return EngineConfig(sglang=sg)
 
 
@@ -211,7 +211,8 @@ def to_trace(scenario: dict[str, Any], result: SimResult) -> dict[str, Any]:
         "summary": {"num_steps": len(steps), "last_step": steps[-1]["step"] if steps else None,
                     "finished": sum(r.finish_time is not None for r in result.requests),
                     "total_retractions": len(result.preemptions) - len(by_priority),
-                    "total_preemptions": len(by_priority), "prefill_steps": modes.count("prefill"),
+                    "total_preemptions": len(by_priority), "idle_overlap_iterations": result.idle_iterations,
+                    "prefill_steps": modes.count("prefill"),
                     "decode_steps": modes.count("decode"), "mixed_steps": modes.count("mixed")},
         "requests": requests, "steps": steps,
     }

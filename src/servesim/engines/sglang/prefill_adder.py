@@ -125,7 +125,7 @@ class Adder:
         sched = self.sched
         sg = sched.sg
         sign = 1 if sg.schedule_low_priority_values_first else -1
-        order = sorted((r for r in sched.running if r not in self.preempted),
+        order = sorted((r for r in sched.running if r not in self.preempted and r.status is RequestStatus.RUNNING),
                        key=lambda r: (r.request.priority * -sign, -sched.entry.get(r, 0)))
         need = (sched.extend_input_len.get(s, 0) + min(s.request.output_len, CLIP_MAX_NEW_TOKENS)
                 - self.rem_total)

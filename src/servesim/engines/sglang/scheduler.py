@@ -42,7 +42,7 @@ class SGLangScheduler(Scheduler):
         self.radix = None if sg.disable_radix_cache else RadixCache(sg.page_size)
         # paged with the radix cache, every decode and prefill evicts a page per row ahead (rules C, G), which the
         # fast path's decode cohort does not model: those runs go step by step
-        self.stretches = self.radix is None or sg.page_size == 1
+        self.stretches = (self.radix is None or sg.page_size == 1) and sg.disable_overlap_schedule
         self.kv = TokenPool(sg.page_size, sg.max_total_num_tokens, self.radix)
         self.waiting = WaitingQueue()
         # priority scheduling: each request's wait_queue_entry_time (an order: set whenever it joins the queue) and
@@ -63,6 +63,16 @@ class SGLangScheduler(Scheduler):
         # num_output_tokens + clock - decoding_since), set by cohort_step for the next schedule() only
         self.member_clock: int | None = None
         self.pending_reserve: float | None = None  # the reserve cohort_step summed for that schedule()
+        # the overlap loop (O1-O5): the last forward's result is processed after the next batch is scheduled.
+        # `inflight`: the requests that sampled a token in it (their output_ids do not hold it yet); `finishing`:
+        # those the token ends (still running, holding their KV); `landed`: this step's finishes; `deferred`:
+        # the last step's complete prefill rows, inserted into the tree when its result is processed
+        self.overlap = not sg.disable_overlap_schedule
+        self.inflight: set[RequestState] = set()
+        self.finishing: list[RequestState] = []
+        self.landed: list[RequestState] = []
+        self.deferred: list[RequestState] = []
+        self.idle_iterations = 0  # overlap iterations that ran no forward, only processed the last result
 
     def add_request(self, s: RequestState) -> None:
         self.enqueue(s)
@@ -86,11 +96,15 @@ class SGLangScheduler(Scheduler):
                 for s in self.running:
                     if s not in out.scheduled:
                         self.note(s, Reason.PREFILL_FIRST, "a prefill batch runs first")
-        elif self.running:
-            self._decode()
+        elif self.running and self._decode():
             out.forward_mode = "decode"
-        else:
+        elif not self.running:
             self.ratio = self.sg.ratio_init  # fully idle: the ratio starts over
+        if out.forward_mode is None and self.unprocessed:
+            # the overlap loop with no batch to run: the iteration only processes the last result (O3)
+            self._process()
+            self.idle_iterations += 1
+            out.processed_only = True
         out.new_token_ratio = self.ratio  # after this step's decay (or retraction)
         out.chunked_request = self.chunked_req.request_id if self.chunked_req is not None else None
         self.pending_reserve = None
@@ -158,8 +172,8 @@ class SGLangScheduler(Scheduler):
         decodes = self._mix() if sg.enable_mixed_chunk and running else []
         # the prefill batch joins the running batch (merged at the next iteration, in admission order); a mixed
         # batch puts its prefill rows before the decodes
-        if decodes:
-            running[:] = complete + decodes
+        if decodes:  # (requests finishing in flight stay, holding their KV, until the last result is processed)
+            running[:] = complete + decodes + [s for s in running if s.status is RequestStatus.FINISHED]
             # rule I: the next iteration adopts the mixed batch as the running batch, whose batch_is_full is
             # false (scheduler.py 4408, 3958): a head refused for memory is tried again at once
             self.batch_is_full = False
@@ -215,7 +229,8 @@ class SGLangScheduler(Scheduler):
     def outputs(self, s: RequestState) -> int:
         """`s`'s outputs so far (a decode cohort member's read at the cohort's clock in a step it sits out)."""
         c = self.member_clock
-        return s.num_output_tokens + (c - s.decoding_since if c is not None and s.decoding_since >= 0 else 0)
+        lag = 1 if s in self.inflight else 0  # the overlap loop: its last token is still in flight (O1)
+        return s.num_output_tokens - lag + (c - s.decoding_since if c is not None and s.decoding_since >= 0 else 0)
 
     def ignore_eos_state(self, s: RequestState) -> tuple[float, int]:
         """add_one_req_ignore_eos's (tokens left, tokens held) of a request."""
@@ -228,7 +243,8 @@ class SGLangScheduler(Scheduler):
         ignore_eos request's at ratio 1.0 (round 2's rule D: `_get_running_request_total_token_offset`,
         schedule_policy.py 785-794), summed in running order (the decode cohort's members read at `clock`)."""
         if clock is None:
-            return sum(min(s.request.output_len - s.num_output_tokens, CLIP_MAX_NEW_TOKENS)
+            inflight = self.inflight
+            return sum(min(s.request.output_len - s.num_output_tokens + (s in inflight), CLIP_MAX_NEW_TOKENS)
                        * (1.0 if s.request.ignore_eos else ratio) for s in self.running)
         return sum(min(s.request.output_len - s.num_output_tokens - (clock - s.decoding_since
                                                                       if s.decoding_since >= 0 else 0),
@@ -250,7 +266,7 @@ class SGLangScheduler(Scheduler):
     def _mix(self) -> list[RequestState]:
         """Mixed chunk: the running requests decode in the prefill's forward, if their slots fit (else they sit
         out this step; a mixed step never retracts)."""
-        running, kv = self.running, self.kv
+        running, kv = self.decode_batch(), self.kv
         need = self._decode_pages(running)
         if not kv.make_room(need):
             return []
@@ -259,11 +275,25 @@ class SGLangScheduler(Scheduler):
             self._take_decode(s)
         return list(running)
 
-    def _decode(self) -> None:
-        """update_running_batch: one slot per running request (evicting the tree); else retract until it fits."""
-        running, kv = self.running, self.kv
+    def decode_batch(self) -> list[RequestState]:
+        """The running requests a decode takes: under the overlap loop not those whose in-flight token ends them
+        (O2: `_reqs_finishing_inflight`, scheduler.py 4444-4457, 4463-4464; also before mixing, 4386-4389)."""
+        if not self.finishing:
+            return self.running
+        return [s for s in self.running if s.status is not RequestStatus.FINISHED]
+
+    def _decode(self) -> bool:
+        """update_running_batch: one slot per running request (evicting the tree); else retract until it fits.
+        Under the overlap loop no decode runs (False) when every running request is finishing in flight, or when
+        the slots do not fit while some are: their KV comes back first (O3, scheduler.py 4470-4474)."""
+        running, kv = self.decode_batch(), self.kv
+        if not running:
+            return False
         if not kv.make_room(self._decode_pages(running)):
+            if self.finishing:
+                return False
             self._retract()
+            running = self.running
         else:
             self._decay()
         # rule C: alloc_paged_token_slots_decode evicts for a new page per request, needed or not
@@ -271,6 +301,7 @@ class SGLangScheduler(Scheduler):
         kv.evict_for(len(running) * self.sg.page_size)
         for s in running:
             self._take_decode(s)
+        return True
 
     def _decay(self, times: int = 1) -> None:
         self.ratio = decayed(self.ratio, times, self.decay_path)
@@ -288,7 +319,7 @@ class SGLangScheduler(Scheduler):
         """retract_decode: sort by (outputs, -prompt) descending, stably; retract from the end until the rest
         fit, at least one, never the last; the ratio becomes the survivors' observed share of their outputs."""
         running, kv, sg = self.running, self.kv, self.sg
-        order = sorted(running, key=lambda s: (s.num_output_tokens, -s.request.prompt_len), reverse=True)
+        order = sorted(running, key=lambda s: (self.outputs(s), -s.request.prompt_len), reverse=True)
         first = True
         while first or not kv.make_room(self._decode_pages(order)):
             if len(order) == 1:
@@ -299,7 +330,7 @@ class SGLangScheduler(Scheduler):
             # free (schedule_batch.py 2389-2392)
             kv.evict_for(sg.retract_decode_steps * len(order))
         running[:] = order  # filter_batch(keep_indices=sorted_indices): survivors keep the retraction order
-        decoded = sum(s.num_output_tokens for s in running)
+        decoded = sum(self.outputs(s) for s in running)  # (O5: output_ids, the in-flight tokens not in them)
         max_new = sum(s.request.output_len for s in running)
         self.ratio = min(1.0, (decoded + sg.retract_decode_steps * len(running)) / (max_new + 1))
         self.batch_is_full = False
@@ -325,6 +356,9 @@ class SGLangScheduler(Scheduler):
         and outputs)."""
         blocks, discarded = victim.num_blocks, victim.num_computed_tokens
         repeat = victim.num_preemptions > 0
+        if victim in self.inflight:  # O4: its in-flight token is dropped (batch_result_processor.py 1022-1026)
+            self.inflight.discard(victim)
+            victim.unsample()
         victim.num_preemptions += 1
         self.kv.give_back(victim, victim.num_blocks - self.prefix_len(victim) // self.sg.page_size)
         victim.num_blocks = 0
@@ -433,14 +467,47 @@ class SGLangScheduler(Scheduler):
             self.locks[s] = (node, whole)
 
     def end_step(self) -> None:
-        """After a prefill step: its rows' tokens enter the tree (a chunk's at the next iteration, the same)."""
-        if self.radix is not None:
-            for s in self.extended:
-                if s.status is not RequestStatus.FINISHED:
-                    self._cache(s)
+        """After a prefill step: its rows' tokens enter the tree (a chunk's at the next iteration, the same).
+        Under the overlap loop the last step's result is processed now, after this one was scheduled and ran
+        (O1): its finishes free their KV, its complete prefill rows enter the tree; this step's wait for the next."""
+        if not self.overlap:
+            self._insert(self.extended)
+        else:
+            self._process()
+            chunked = self.chunked_req
+            self._insert([s for s in self.extended if s is chunked])  # (stash_chunked_request: the next schedule)
+            self.deferred = [s for s in self.extended if s is not chunked]
+            self.inflight = {s for s in self.out.scheduled
+                             if s.sampled_since_admission and s.num_computed_tokens == s.num_tokens - 1}
+            self.finishing, self.landed = self.landed, []
         self.extended = []
 
+    def _insert(self, rows: list[RequestState]) -> None:
+        if self.radix is not None:
+            for s in rows:
+                if s.status is not RequestStatus.FINISHED:
+                    self._cache(s)
+
+    @property
+    def unprocessed(self) -> bool:
+        return bool(self.inflight or self.finishing or self.deferred)
+
+    def _process(self) -> None:
+        """The overlap loop's process_batch_result of the last step: its finishes and its prefill rows."""
+        finishing, self.finishing, self.inflight = self.finishing, [], set()
+        for s in finishing:
+            self._finish_now(s)
+        self._insert(self.deferred)
+        self.deferred = []
+
     def finish(self, s: RequestState) -> None:
+        if self.overlap:  # (its token is in flight: the next iteration's processing frees it)
+            s.status = RequestStatus.FINISHED
+            self.landed.append(s)
+            return
+        self._finish_now(s)
+
+    def _finish_now(self, s: RequestState) -> None:
         s.status = RequestStatus.FINISHED
         if self.radix is not None:
             self._cache(s)

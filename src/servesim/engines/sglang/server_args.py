@@ -45,6 +45,9 @@ class SGLangConfig:
     priority_scheduling_preemption_threshold: int = 10
     schedule_low_priority_values_first: bool = False
     retraction_policy: str = "length"  # which running requests a decode retraction takes first (only length here)
+    # SGLang's --disable-overlap-schedule: True runs event_loop_normal; False event_loop_overlap (round 2's O1-O5:
+    # the next batch is scheduled before the last one's result is processed)
+    disable_overlap_schedule: bool = True
 
     def __post_init__(self) -> None:
         for name in ("page_size", "max_prefill_tokens", "max_running_requests", "retract_decode_steps"):
@@ -69,7 +72,7 @@ class SGLangConfig:
             raise ConfigError("sglang.priority_scheduling_preemption_threshold must be an integer, got "
                               f"{self.priority_scheduling_preemption_threshold!r}")
         for name in ("enable_mixed_chunk", "disable_radix_cache", "enable_priority_scheduling",
-                     "schedule_low_priority_values_first"):
+                     "schedule_low_priority_values_first", "disable_overlap_schedule"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"sglang.{name} must be true or false, got {getattr(self, name)!r}")
         if self.mem_fraction_static is not None and (
