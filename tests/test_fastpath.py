@@ -181,7 +181,8 @@ def sglang_workloads(draw):
                       disable_radix_cache=not radix,
                       schedule_policy=draw(st.sampled_from(["fcfs", "lpm", "lof", "random", "dfs-weight"])),
                       enable_priority_scheduling=draw(st.booleans()),
-                      schedule_low_priority_values_first=draw(st.booleans()))
+                      schedule_low_priority_values_first=draw(st.booleans()),
+                      disable_overlap_schedule=draw(st.booleans()))
     return reqs, EngineConfig(sglang=sg)
 
 

@@ -124,10 +124,12 @@ class FastPath:
         clock = engine.step - cohort.paused
         growth = cohort.growth(clock)
         short = kv.free_blocks is not None and growth > kv.free_blocks
-        if (short and self.decodes_first) or (self.priority and n < len(running)):
+        sched = engine.sched
+        # (finished requests holding KV to the next step's end, SGLang's overlap loop: a decode short of room
+        # then waits for them, which schedule() decides)
+        if (short and (self.decodes_first or sched.holds_finished)) or (self.priority and n < len(running)):
             cohort.leave_all(running, clock)
             return False
-        sched = engine.sched
         if not self.decodes_first and (len(sched.waiting) and not sched.swapped or sched.chunked_req is not None):
             if not self._prefill_first(engine, n, clock):
                 return False
@@ -241,8 +243,9 @@ class FastPath:
     # -- stretches ------------------------------------------------------------------------------------------------
     def _plan(self, engine: Engine) -> Stretch | None:
         cohort = self.cohort
+        # finished requests that hold their KV until the next step's end: a stretch of that step alone
         return plan_stretch(cohort, engine.kv.free_blocks, engine.cost, engine.step - cohort.paused, engine.now,
-                            engine.next_arrival, self.contexts)
+                            engine.next_arrival, self.contexts, 1 if engine.sched.holds_finished else None)
 
     def _apply(self, engine: Engine, plan: Stretch | None, after_schedule: bool) -> None:
         """Apply stretches one after the other while the cohort alone runs, nobody waits or has arrived, and its
@@ -288,6 +291,8 @@ class FastPath:
         for s in done:
             s.finish_time = plan.end
             sched.finish(s)
+        if sched.after_stretch is not None:
+            sched.after_stretch()
         if record is not None:  # the last step's record, with the pool after its finishes (as the policy freed)
             engine.emit(record if kv.free_blocks is None else replace(record, free_blocks_after_step=kv.free_blocks))
         engine.log.extend(plan.times, plan.durations, n, free_after, n - len(done), num_waiting, cached)

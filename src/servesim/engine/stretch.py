@@ -52,12 +52,16 @@ def step_duration(cost: CostModel, n: int, context_sum: int, rest: StepShape,
 
 
 def plan_stretch(cohort: DecodeCohort, free_blocks: int | None, cost: CostModel, step: int, now: float,
-                 next_arrival: float | None, contexts: list[int] | None = None) -> Stretch | None:
+                 next_arrival: float | None, contexts: list[int] | None = None,
+                 limit: int | None = None) -> Stretch | None:
     """The steps from `step` in which the cohort alone runs, one token each, until a member's last token, the
     step before the KV pool would run dry, or the step that starts at or after the next arrival (which must
-    schedule with the new request in the queue). None when the first step's blocks do not fit."""
+    schedule with the new request in the queue); at most `limit`. None when the first step's blocks do not
+    fit."""
     n = cohort.n
     k = cohort.next_last_token() - step + 1
+    if limit is not None:
+        k = min(k, limit)
     grows = free_blocks is not None and cohort.grows
     frees = None
     if grows and free_blocks < n * -(-k // cohort.block_size):  # the pool could run dry (n blocks per bs steps)

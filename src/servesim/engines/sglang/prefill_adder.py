@@ -91,7 +91,7 @@ class Adder:
             return Reason.NO_TOKEN
         state = sched.ignore_eos_state
         if self.states is None:
-            states = [state(r) for r in (s, *sched.running, *(r for r, _ in self.rows))]
+            states = [state(r) for r in (s, *sched.running, *sched.finishing, *(r for r, _ in self.rows))]
             self.states = sorted((x for x in states if x[0] > 0), key=lambda x: x[0])
         elif (x := state(s))[0] > 0:
             i = 0
@@ -125,7 +125,7 @@ class Adder:
         sched = self.sched
         sg = sched.sg
         sign = 1 if sg.schedule_low_priority_values_first else -1
-        order = sorted((r for r in sched.running if r not in self.preempted and r.status is RequestStatus.RUNNING),
+        order = sorted((r for r in sched.running if r not in self.preempted),
                        key=lambda r: (r.request.priority * -sign, -sched.entry.get(r, 0)))
         need = (sched.extend_input_len.get(s, 0) + min(s.request.output_len, CLIP_MAX_NEW_TOKENS)
                 - self.rem_total)

@@ -42,7 +42,7 @@ class SGLangScheduler(Scheduler):
         self.radix = None if sg.disable_radix_cache else RadixCache(sg.page_size)
         # paged with the radix cache, every decode and prefill evicts a page per row ahead (rules C, G), which the
         # fast path's decode cohort does not model: those runs go step by step
-        self.stretches = (self.radix is None or sg.page_size == 1) and sg.disable_overlap_schedule
+        self.stretches = self.radix is None or sg.page_size == 1
         self.kv = TokenPool(sg.page_size, sg.max_total_num_tokens, self.radix)
         self.waiting = WaitingQueue()
         # priority scheduling: each request's wait_queue_entry_time (an order: set whenever it joins the queue) and
@@ -65,13 +65,14 @@ class SGLangScheduler(Scheduler):
         self.pending_reserve: float | None = None  # the reserve cohort_step summed for that schedule()
         # the overlap loop (O1-O5): the last forward's result is processed after the next batch is scheduled.
         # `inflight`: the requests that sampled a token in it (their output_ids do not hold it yet); `finishing`:
-        # those the token ends (still running, holding their KV); `landed`: this step's finishes; `deferred`:
-        # the last step's complete prefill rows, inserted into the tree when its result is processed
+        # those the token ends, out of the decode batch (O2) but holding their KV, a row and a reserve of one
+        # token until it is processed; `landed`: this step's finishes; `deferred`: the last step's complete
+        # prefill rows, inserted into the radix tree when its result is processed
         self.overlap = not sg.disable_overlap_schedule
         self.inflight: set[RequestState] = set()
         self.finishing: list[RequestState] = []
         self.landed: list[RequestState] = []
-        self.deferred: list[RequestState] = []
+        self.deferred: list[tuple[RequestState, int]] = []  # (each with the tokens its prefill computed)
         self.idle_iterations = 0  # overlap iterations that ran no forward, only processed the last result
 
     def add_request(self, s: RequestState) -> None:
@@ -98,7 +99,7 @@ class SGLangScheduler(Scheduler):
                         self.note(s, Reason.PREFILL_FIRST, "a prefill batch runs first")
         elif self.running and self._decode():
             out.forward_mode = "decode"
-        elif not self.running:
+        elif not self.running and not self.finishing:
             self.ratio = self.sg.ratio_init  # fully idle: the ratio starts over
         if out.forward_mode is None and self.unprocessed:
             # the overlap loop with no batch to run: the iteration only processes the last result (O3)
@@ -125,10 +126,11 @@ class SGLangScheduler(Scheduler):
         if (self.batch_is_full or not waiting) and chunked is None:
             self.note_rest(waiting, Reason.BATCH_FULL, "the running batch is full until it shrinks", True)
             return False
-        allocatable = sg.max_running_requests - len(running)
+        rows = len(running) + len(self.finishing)  # (requests finishing in flight keep their rows)
+        allocatable = sg.max_running_requests - rows
         if allocatable <= 0 and chunked is None and not preempting:
             self.batch_is_full = True
-            self.note_rest(waiting, Reason.MAX_RUNNING_REQUESTS, f"{len(running)} running", True)
+            self.note_rest(waiting, Reason.MAX_RUNNING_REQUESTS, f"{rows} running", True)
             return False
         self._order()
         adder = Adder(self, len(running) if sg.enable_mixed_chunk else 0)
@@ -140,11 +142,11 @@ class SGLangScheduler(Scheduler):
                 chunked.num_tokens else None
         admitted = 0
         for s in waiting:
-            if len(batch) >= sg.max_running_requests - len(running):
+            if len(batch) >= sg.max_running_requests - len(running) - len(self.finishing):
                 self.batch_is_full = True
             if self.batch_is_full and not (preempting and adder.preempt_to_schedule(s)):
                 # P2: only a candidate refused for a free row preempts (scheduler.py 4224-4237)
-                self._note_from(admitted, Reason.MAX_RUNNING_REQUESTS, f"{len(running)} running + {len(batch)} "
+                self._note_from(admitted, Reason.MAX_RUNNING_REQUESTS, f"{rows} running + {len(batch)} "
                                 f"in the batch = max_running_requests")
                 break
             res = adder.add_one(s)
@@ -172,8 +174,8 @@ class SGLangScheduler(Scheduler):
         decodes = self._mix() if sg.enable_mixed_chunk and running else []
         # the prefill batch joins the running batch (merged at the next iteration, in admission order); a mixed
         # batch puts its prefill rows before the decodes
-        if decodes:  # (requests finishing in flight stay, holding their KV, until the last result is processed)
-            running[:] = complete + decodes + [s for s in running if s.status is RequestStatus.FINISHED]
+        if decodes:
+            running[:] = complete + decodes
             # rule I: the next iteration adopts the mixed batch as the running batch, whose batch_is_full is
             # false (scheduler.py 4408, 3958): a head refused for memory is tried again at once
             self.batch_is_full = False
@@ -194,7 +196,7 @@ class SGLangScheduler(Scheduler):
         if self.chunked_req is None:
             if self.batch_is_full or not self.waiting:
                 return "decode"
-            if sg.max_running_requests - len(self.running) <= 0:
+            if sg.max_running_requests - len(self.running) - len(self.finishing) <= 0:
                 self.batch_is_full = True  # as _prefill sets it
                 return "decode"
         if sg.enable_mixed_chunk or sg.page_size != 1:
@@ -242,13 +244,16 @@ class SGLangScheduler(Scheduler):
         """What the running requests may still need: min(max_new - outputs, 4096) x new_token_ratio each, an
         ignore_eos request's at ratio 1.0 (round 2's rule D: `_get_running_request_total_token_offset`,
         schedule_policy.py 785-794), summed in running order (the decode cohort's members read at `clock`)."""
+        # (a request finishing in flight: its last token, one)
+        finishing = sum(1.0 if s.request.ignore_eos else ratio for s in self.finishing) if self.finishing else 0
+        inflight = self.inflight  # (the overlap loop: their last token is not in output_ids yet)
         if clock is None:
-            inflight = self.inflight
             return sum(min(s.request.output_len - s.num_output_tokens + (s in inflight), CLIP_MAX_NEW_TOKENS)
-                       * (1.0 if s.request.ignore_eos else ratio) for s in self.running)
-        return sum(min(s.request.output_len - s.num_output_tokens - (clock - s.decoding_since
-                                                                      if s.decoding_since >= 0 else 0),
-                       CLIP_MAX_NEW_TOKENS) * (1.0 if s.request.ignore_eos else ratio) for s in self.running)
+                       * (1.0 if s.request.ignore_eos else ratio) for s in self.running) + finishing
+        return sum(min(s.request.output_len - s.num_output_tokens + (s in inflight)
+                       - (clock - s.decoding_since if s.decoding_since >= 0 else 0),
+                       CLIP_MAX_NEW_TOKENS) * (1.0 if s.request.ignore_eos else ratio) for s in self.running) \
+            + finishing
 
     def decode_ratios(self, step: int, k: int) -> list[float]:
         """new_token_ratio in force at steps step .. step+k-1, decode steps the fast path runs without schedule()
@@ -266,7 +271,7 @@ class SGLangScheduler(Scheduler):
     def _mix(self) -> list[RequestState]:
         """Mixed chunk: the running requests decode in the prefill's forward, if their slots fit (else they sit
         out this step; a mixed step never retracts)."""
-        running, kv = self.decode_batch(), self.kv
+        running, kv = self.running, self.kv
         need = self._decode_pages(running)
         if not kv.make_room(need):
             return []
@@ -275,25 +280,16 @@ class SGLangScheduler(Scheduler):
             self._take_decode(s)
         return list(running)
 
-    def decode_batch(self) -> list[RequestState]:
-        """The running requests a decode takes: under the overlap loop not those whose in-flight token ends them
-        (O2: `_reqs_finishing_inflight`, scheduler.py 4444-4457, 4463-4464; also before mixing, 4386-4389)."""
-        if not self.finishing:
-            return self.running
-        return [s for s in self.running if s.status is not RequestStatus.FINISHED]
-
     def _decode(self) -> bool:
         """update_running_batch: one slot per running request (evicting the tree); else retract until it fits.
-        Under the overlap loop no decode runs (False) when every running request is finishing in flight, or when
-        the slots do not fit while some are: their KV comes back first (O3, scheduler.py 4470-4474)."""
-        running, kv = self.decode_batch(), self.kv
-        if not running:
-            return False
+        Under the overlap loop the requests finishing in flight are not in it (O2: `_reqs_finishing_inflight`,
+        scheduler.py 4444-4464; also not in a mixed batch, 4386-4389), and no decode runs (False) when the slots
+        do not fit while some are: their KV comes back first (O3, scheduler.py 4470-4474)."""
+        running, kv = self.running, self.kv
         if not kv.make_room(self._decode_pages(running)):
             if self.finishing:
                 return False
             self._retract()
-            running = self.running
         else:
             self._decay()
         # rule C: alloc_paged_token_slots_decode evicts for a new page per request, needed or not
@@ -433,7 +429,8 @@ class SGLangScheduler(Scheduler):
 
     def own_pages(self) -> int:
         """Pages requests hold outside the tree (the engine's KV invariant)."""
-        holders = [*self.running, *([self.chunked_req] if self.chunked_req is not None else [])]
+        holders = [*self.running, *self.finishing, *self.landed,
+                   *([self.chunked_req] if self.chunked_req is not None else [])]
         ps = self.sg.page_size
         return sum(s.num_blocks - self.prefix_len(s) // ps for s in holders)
 
@@ -442,22 +439,26 @@ class SGLangScheduler(Scheduler):
         if held is not None:
             self.radix.unlock(held[0])
 
-    def _cache(self, s: RequestState) -> None:
-        """Insert `s`'s computed tokens into the tree: its own copies of what was there already are freed, the
-        rest moves into the tree; it keeps the whole as its locked prefix unless it finished."""
-        n, ps = s.num_computed_tokens, self.sg.page_size
+    def _cache(self, s: RequestState, n: int | None = None) -> None:
+        """Insert `s`'s computed tokens (its first n: what its prefill computed, when inserted a step later) into
+        the tree: its own copies of what was there already are freed, the rest moves into the tree; it keeps the
+        whole as its locked prefix unless it finished."""
+        n = s.num_computed_tokens if n is None else n
+        ps = self.sg.page_size
         pages = -(-n // ps)  # what it holds: its locked prefix's pages, then its own
         finished = s.status is RequestStatus.FINISHED
         if self.private(s):  # (the tree would hold them, out of anyone's reach, for ever)
-            s.num_blocks = 0 if finished else pages
+            if finished:
+                s.num_blocks = 0
             return
         key, prefix, whole = self.full_key(s), self.prefix_len(s), n // ps * ps  # (the tree takes whole pages)
         if finished:
             existing = self.radix.insert(key, whole)
         else:  # (the match touches the path only: the pool and the locks in between do not enter it)
             existing, node = self.radix.insert_and_match(key, whole)
-        self.kv.give_back(s, max(0, min(existing, whole) - prefix) // ps)  # its own copies of cached pages
-        s.num_blocks = pages  # its whole pages are now its locked prefix in the tree; a part page stays its own
+        # its own copies of cached pages are freed; its num_blocks stays: its whole pages are now its locked prefix
+        # in the tree, a part page (and, inserted a step later, what it took since) stays its own
+        self.kv.give_back(s, max(0, min(existing, whole) - prefix) // ps)
         self._unlock(s)
         if finished:
             self.kv.give_back(s, pages - whole // ps)  # (the part page: freed, as SGLang frees the unaligned tail)
@@ -476,7 +477,8 @@ class SGLangScheduler(Scheduler):
             self._process()
             chunked = self.chunked_req
             self._insert([s for s in self.extended if s is chunked])  # (stash_chunked_request: the next schedule)
-            self.deferred = [s for s in self.extended if s is not chunked]
+            self.deferred = [(s, s.num_computed_tokens) for s in self.extended if s is not chunked] \
+                if self.radix is not None else []
             self.inflight = {s for s in self.out.scheduled
                              if s.sampled_since_admission and s.num_computed_tokens == s.num_tokens - 1}
             self.finishing, self.landed = self.landed, []
@@ -492,30 +494,46 @@ class SGLangScheduler(Scheduler):
     def unprocessed(self) -> bool:
         return bool(self.inflight or self.finishing or self.deferred)
 
+    @property
+    def holds_finished(self) -> bool:
+        """The last step's finishes (or prefill rows) are still to process: the fast path's next stretch is that
+        one step (its end processes them)."""
+        return bool(self.finishing or self.deferred)
+
+    def after_stretch(self) -> None:
+        """The fast path's decode steps ran (the first alone if results were pending: `holds_finished`): under the
+        overlap loop the result before the last is processed and the last one's is not: every member sampled
+        in it, its finishers hold their KV."""
+        if self.overlap:
+            self._process()
+            self.finishing, self.landed = self.landed, []
+            self.inflight = {*self.running, *self.finishing}
+
     def _process(self) -> None:
         """The overlap loop's process_batch_result of the last step: its finishes and its prefill rows."""
         finishing, self.finishing, self.inflight = self.finishing, [], set()
         for s in finishing:
             self._finish_now(s)
-        self._insert(self.deferred)
+        for s, n in self.deferred:  # (a request retracted since is skipped, as SGLang skips it)
+            if s.status is RequestStatus.RUNNING:
+                self._cache(s, n)
         self.deferred = []
 
     def finish(self, s: RequestState) -> None:
-        if self.overlap:  # (its token is in flight: the next iteration's processing frees it)
-            s.status = RequestStatus.FINISHED
+        s.status = RequestStatus.FINISHED
+        self.running.remove(s)
+        if self.overlap:  # (its token is in flight: the next iteration's processing frees its KV)
             self.landed.append(s)
-            return
-        self._finish_now(s)
+        else:
+            self._finish_now(s)
 
     def _finish_now(self, s: RequestState) -> None:
-        s.status = RequestStatus.FINISHED
         if self.radix is not None:
             self._cache(s)
             self.keys.pop(s, None)  # its prompt's key lives on in the tree only
         else:
             self.kv.give_back(s, s.num_blocks)
             s.num_blocks = 0
-        self.running.remove(s)
         self.entry.pop(s, None)
         self.extend_input_len.pop(s, None)
         self.batch_is_full = False  # the running batch shrank
