@@ -104,6 +104,11 @@ def test_the_policy_brings_its_engine_preset():
     assert opts.cost_model("vllm").engine.name == "vllm-0.33"
     assert SimOptions(model="llama-3-8b", engine="trtllm").cost_model("sglang").engine.name == "trtllm"
     assert SimOptions(cost="toy").cost_model("sglang").name == "toy"
+    # SGLang's overlap loop (its default) overlaps the host's work with the GPU's; --disable-overlap-schedule
+    # puts them in series, as vLLM's --no-async-scheduling does
+    assert opts.cost_model("sglang").engine.async_scheduling is True
+    normal = SimOptions(model="llama-3-8b", gpu="h100-80gb", disable_overlap_schedule=True)
+    assert normal.cost_model("sglang").engine.async_scheduling is False
 
 
 def test_mem_fraction_static_is_refused_where_it_would_be_ignored():
@@ -124,7 +129,10 @@ def test_priority_flags_reach_sglangs_scheduler(tmp_path, monkeypatch, capsys):
     # one row, toy cost: a (priority 0, 10 + 40) at 0, b (priority 20, 10 + 4) at 0.5 ms while a's prompt runs
     # (1 ms). Without priority scheduling b waits for a's 39 decodes (1-40 ms) and prefills at 40-41 ms: TTFTs 1
     # and 40.5 ms, mean 20.75. With it b, 20 above a (more than the threshold 10), preempts a at 1 ms and
-    # prefills at 1-2 ms: TTFT 1.5 ms, mean 1.25. --retraction-policy priority is refused (not modelled).
+    # prefills at 1-2 ms: TTFT 1.5 ms. Under SGLang's default overlap loop a's first token (sampled at 1 ms) was
+    # still in flight and is dropped (O4): a re-prefills once b's last token (4-5 ms) is processed, at 5-6 ms,
+    # TTFT 6 ms, mean 3.75; with --disable-overlap-schedule a's first token stands: mean (1 + 1.5) / 2 = 1.25.
+    # --retraction-policy priority is refused (not modelled).
     import json
 
     from helpers import cli
@@ -134,10 +142,12 @@ def test_priority_flags_reach_sglangs_scheduler(tmp_path, monkeypatch, capsys):
     base = ("run", "--policy", "sglang", "--workload", str(trace), "--cost", "toy", "--max-total-tokens", "100",
             "--max-running-requests", "1", "--disable-radix-cache", "--json", str(tmp_path / "r.json"))
     ttft = {}
-    for flags in ((), ("--enable-priority-scheduling",)):
+    on, off = ("--enable-priority-scheduling",), ("--enable-priority-scheduling", "--disable-overlap-schedule")
+    for flags in ((), on, off):
         code, _, err = cli(monkeypatch, capsys, *base, *flags)
         assert code == 0, err
         ttft[flags] = json.loads((tmp_path / "r.json").read_text())["mean_ttft_ms"]
-    assert ttft[()] == pytest.approx(20.75) and ttft[("--enable-priority-scheduling",)] == pytest.approx(1.25)
+    assert ttft[()] == pytest.approx(20.75)
+    assert ttft[on] == pytest.approx(3.75) and ttft[off] == pytest.approx(1.25)
     code, _, err = cli(monkeypatch, capsys, *base, "--retraction-policy", "priority")
     assert code == 2 and "retraction_policy" in err and len(err.strip().splitlines()) == 1

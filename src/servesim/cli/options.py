@@ -424,6 +424,9 @@ class SimOptions(*_client_flags(), *_engine_flags()):
         from servesim.engines.registry import engine_for
 
         preset = None if policy is None else engine_for(policy).host_preset
+        async_scheduling = self.async_scheduling
+        if policy is not None and engine_for(policy).name == "sglang" and self.disable_overlap_schedule:
+            async_scheduling = False  # SGLang's normal event loop: the host's work in series with the GPU's
         return build_cost(self.cost, self.workload_name(), preset,
                           model=self.model, gpu=self.gpu, tp=self.tp,
                           dtype=self.dtype, quantization=self.quantization, kv_cache_dtype=self.kv_cache_dtype,
@@ -432,7 +435,7 @@ class SimOptions(*_client_flags(), *_engine_flags()):
                           overhead_ms=self.overhead_ms, engine=self.engine, enforce_eager=self.enforce_eager,
                           distributed_executor_backend=self.distributed_executor_backend,
                           disable_custom_all_reduce=self.disable_custom_all_reduce,
-                          async_scheduling=self.async_scheduling, aic_backend_version=self.aic_backend_version)
+                          async_scheduling=async_scheduling, aic_backend_version=self.aic_backend_version)
 
     def _expert_parallel(self, policy: str | None) -> bool | None:
         """Whole experts per GPU, under the engine's own flag: vLLM's --enable-expert-parallel, SGLang's

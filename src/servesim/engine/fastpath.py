@@ -94,7 +94,8 @@ class StepByStep:
 class FastPath:
     """The decode cohort and the stretches it runs alone (see the module's docstring)."""
 
-    __slots__ = ("cohort", "aggregate", "priority", "decodes_first", "n", "growth", "contexts", "prefix_kv")
+    __slots__ = ("cohort", "aggregate", "priority", "decodes_first", "n", "growth", "contexts", "prefix_kv",
+                 "released")
 
     def __init__(self, cost: CostModel, block_size: int, grows: bool, priority: bool,
                  decodes_first: bool, live: LiveSteps, prefix_kv: KVCache | None = None) -> None:
@@ -107,6 +108,7 @@ class FastPath:
         self.decodes_first = decodes_first
         self.n = self.growth = 0  # this step's cohort: its size, the blocks it allocates
         self.contexts: list[int] | None = None  # its members' contexts (cost models without aggregates)
+        self.released = 0  # blocks the next stretch's first step frees at its end (`Scheduler.release_held`)
 
     # -- before schedule() --------------------------------------------------------------------------------------
     def stretch(self, engine: Engine) -> bool:
@@ -243,9 +245,15 @@ class FastPath:
     # -- stretches ------------------------------------------------------------------------------------------------
     def _plan(self, engine: Engine) -> Stretch | None:
         cohort = self.cohort
-        # finished requests that hold their KV until the next step's end: a stretch of that step alone
+        # finished requests that hold their KV (and rows) until the next step's end: released now (in that step
+        # nothing reads them but the pool, whose count after its schedule is taken without them); with someone
+        # waiting the queue may move once they are gone: the stretch is that step
+        sched = engine.sched
+        held = sched.holds_finished
+        self.released = sched.release_held() if held else 0
+        limit = 1 if held and (engine.num_waiting() or sched.chunked_req is not None) else None
         return plan_stretch(cohort, engine.kv.free_blocks, engine.cost, engine.step - cohort.paused, engine.now,
-                            engine.next_arrival, self.contexts, 1 if engine.sched.holds_finished else None)
+                            engine.next_arrival, self.contexts, limit)
 
     def _apply(self, engine: Engine, plan: Stretch | None, after_schedule: bool) -> None:
         """Apply stretches one after the other while the cohort alone runs, nobody waits or has arrived, and its
@@ -279,12 +287,16 @@ class FastPath:
             cached += self._pool_steps(first + after_schedule, k - after_schedule)
         else:
             kv.free_blocks = free_after[-1]  # nobody frees blocks before the last step's finishes
+        at_schedule = free_after  # (the first step's: less what it frees at its end, `released`)
+        if self.released and plan.free_after is not None:
+            at_schedule = [free_after[0] - self.released, *free_after[1:]]
         last, record = first + k - 1, None
         cohort.live.mark_live(k)
         if engine.keep_records:
             members = sched.running[:n]
             contexts = self.contexts or cohort.contexts(sched.running, first)
-            record = _stretch_records(engine, plan, members, contexts, self, free_after, num_waiting, cached, first)
+            record = _stretch_records(engine, plan, members, contexts, self, (at_schedule, free_after), num_waiting,
+                                      cached, first)
         done = cohort.finishing(last) if cohort.heap[0][0] <= last else ()
         if len(done) > 1 and _order_matters(self, engine):  # freed in running order: the free queue's order
             done = _running_order(done, sched.running, n)
@@ -295,7 +307,7 @@ class FastPath:
             sched.after_stretch()
         if record is not None:  # the last step's record, with the pool after its finishes (as the policy freed)
             engine.emit(record if kv.free_blocks is None else replace(record, free_blocks_after_step=kv.free_blocks))
-        engine.log.extend(plan.times, plan.durations, n, free_after, n - len(done), num_waiting, cached)
+        engine.log.extend(plan.times, plan.durations, n, at_schedule, n - len(done), num_waiting, cached)
         return len(done)
 
     def _pool_steps(self, first: int, k: int) -> list[int]:
@@ -322,11 +334,12 @@ class FastPath:
 
 
 def _stretch_records(engine: Engine, plan: Stretch, members: list[RequestState], contexts: list[int],
-                     fast: FastPath, free_after: list[int], num_waiting: int, cached: list[int] | None,
-                     clock: int) -> StepRecord | None:
+                     fast: FastPath, free_after: tuple[list[int], list[int]], num_waiting: int,
+                     cached: list[int] | None, clock: int) -> StepRecord | None:
     """The step records a step-by-step run would have written for the stretch (the members' ids and contexts
-    shared by all of them; the policy's forward mode and ratio for each step, where it has them). The last one is
-    returned, not emitted: its pool after the step is known once its finishers are done."""
+    shared by all of them; the policy's forward mode and ratio for each step, where it has them; `free_after`:
+    the pool after each step's schedule, and at its end). The last one is returned, not emitted: its pool after
+    the step is known once its finishers are done."""
     k, n, bs, first = plan.k, len(members), fast.cohort.block_size, engine.step
     unlimited = engine.kv.free_blocks is None
     ids = [s.request_id for s in members]
@@ -340,12 +353,12 @@ def _stretch_records(engine: Engine, plan: Stretch, members: list[RequestState],
             return None
         scheduled = Scheduled((), shared.ids, shared.contexts, j, shared.blocks, bs)
         fin = tuple(ids[i] for i in range(n) if last[i]) if j == k - 1 else ()
-        free = None if unlimited else free_after[j]
+        free, free_at_end = (None, None) if unlimited else (free_after[0][j], free_after[1][j])
         record = StepRecord(
             step=first + j, start_time=plan.times[j], duration=plan.durations[j],
             arrivals=arrivals if j == 0 else (), scheduled=scheduled, preempted=(), finished=fin, waiting=(),
             num_running_after=n - len(fin), num_waiting_after=num_waiting,
-            free_blocks_after_schedule=free, free_blocks_after_step=free,
+            free_blocks_after_schedule=free, free_blocks_after_step=free_at_end,
             token_budget=budget, cached_free_blocks_after_schedule=None if cached is None else cached[j],
             forward_mode=mode, new_token_ratio=ratios[j],
         )

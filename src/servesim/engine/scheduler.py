@@ -53,7 +53,7 @@ class Scheduler:
     chunked_req = None  # a request between prompt chunks outside the running list (SGLang): no stretch meanwhile
     end_step = None  # a policy's hook after each step has run (SGLang inserts prefilled tokens in its radix tree)
     unprocessed = False  # True: a step's result is still to be processed (SGLang's overlap loop): run once more
-    holds_finished = False  # True: finished requests hold KV until the next step's end (a stretch of one step)
+    holds_finished = False  # True: finished requests hold KV until the next step's end (`release_held`)
     after_stretch = None  # a policy's hook after the fast path's stretch of steps (before its last record)
     # shared knobs the policy never reads, and why: refused when given (`engine.resolve`), never silently ignored
     unread: dict[str, str] = {}

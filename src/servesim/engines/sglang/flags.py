@@ -47,6 +47,9 @@ class SGLangFlags:
                                                              "larger).")] = False
     retraction_policy: Annotated[str | None, _opt("--retraction-policy", help="SGLang: length (the only one "
                                                   "modelled). Default length.")] = None
+    disable_overlap_schedule: Annotated[bool, _opt("--disable-overlap-schedule", help="SGLang: the normal event "
+                                                   "loop (each result processed before the next batch is "
+                                                   "scheduled; host work in series with the GPU's).")] = False
 
 
 FLAGS = SGLangFlags
@@ -64,7 +67,8 @@ def given(opts: SGLangFlags) -> dict[str, object]:
              "enable_priority_scheduling": opts.enable_priority_scheduling or None,
              "priority_scheduling_preemption_threshold": opts.priority_scheduling_preemption_threshold,
              "schedule_low_priority_values_first": opts.schedule_low_priority_values_first or None,
-             "retraction_policy": opts.retraction_policy}
+             "retraction_policy": opts.retraction_policy,
+             "disable_overlap_schedule": opts.disable_overlap_schedule or None}
     out = {k: v for k, v in flags.items() if v is not None}
     if out.get("chunked_prefill_size") == -1:  # SGLang's -1: chunking off
         out["chunked_prefill_size"] = None

@@ -440,13 +440,13 @@ class SGLangScheduler(Scheduler):
             self.radix.unlock(held[0])
 
     def _cache(self, s: RequestState, n: int | None = None) -> None:
-        """Insert `s`'s computed tokens (its first n: what its prefill computed, when inserted a step later) into
-        the tree: its own copies of what was there already are freed, the rest moves into the tree; it keeps the
-        whole as its locked prefix unless it finished."""
+        """Insert `s`'s computed tokens (its first n: what its prefill computed, when inserted a step later, then
+        as unfinished: cache_unfinished_req) into the tree: its own copies of what was there already are freed,
+        the rest moves into the tree; it keeps the whole as its locked prefix unless it finished."""
+        finished = n is None and s.status is RequestStatus.FINISHED
         n = s.num_computed_tokens if n is None else n
         ps = self.sg.page_size
         pages = -(-n // ps)  # what it holds: its locked prefix's pages, then its own
-        finished = s.status is RequestStatus.FINISHED
         if self.private(s):  # (the tree would hold them, out of anyone's reach, for ever)
             if finished:
                 s.num_blocks = 0
@@ -496,16 +496,20 @@ class SGLangScheduler(Scheduler):
 
     @property
     def holds_finished(self) -> bool:
-        """The last step's finishes (or prefill rows) are still to process: the fast path's next stretch is that
-        one step (its end processes them)."""
+        """The last step's finishes (or prefill rows) are still to process, at the next step's end."""
         return bool(self.finishing or self.deferred)
 
+    def release_held(self) -> int:
+        """The fast path's stretch of decodes begins with the last result unprocessed: process it now (in its
+        first step nothing reads what it frees but the pool); returns the pages it freed."""
+        before = self.kv.free_blocks
+        self._process()
+        return 0 if before is None else self.kv.free_blocks - before
+
     def after_stretch(self) -> None:
-        """The fast path's decode steps ran (the first alone if results were pending: `holds_finished`): under the
-        overlap loop the result before the last is processed and the last one's is not: every member sampled
-        in it, its finishers hold their KV."""
+        """The fast path's decode steps ran: under the overlap loop the last one's result is unprocessed: every
+        member sampled in it, its finishers hold their KV."""
         if self.overlap:
-            self._process()
             self.finishing, self.landed = self.landed, []
             self.inflight = {*self.running, *self.finishing}
 
@@ -514,8 +518,10 @@ class SGLangScheduler(Scheduler):
         finishing, self.finishing, self.inflight = self.finishing, [], set()
         for s in finishing:
             self._finish_now(s)
-        for s, n in self.deferred:  # (a request retracted since is skipped, as SGLang skips it)
-            if s.status is RequestStatus.RUNNING:
+        # (a request retracted since is skipped, as SGLang skips it, and one its prefill's token finished is
+        # cached as finished)
+        for s, n in self.deferred:
+            if s.status is not RequestStatus.WAITING and s not in finishing:
                 self._cache(s, n)
         self.deferred = []
 

@@ -47,7 +47,7 @@ class SGLangConfig:
     retraction_policy: str = "length"  # which running requests a decode retraction takes first (only length here)
     # SGLang's --disable-overlap-schedule: True runs event_loop_normal; False event_loop_overlap (round 2's O1-O5:
     # the next batch is scheduled before the last one's result is processed)
-    disable_overlap_schedule: bool = True
+    disable_overlap_schedule: bool = False
 
     def __post_init__(self) -> None:
         for name in ("page_size", "max_prefill_tokens", "max_running_requests", "retract_decode_steps"):
