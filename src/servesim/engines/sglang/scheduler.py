@@ -69,7 +69,8 @@ class SGLangScheduler(Scheduler):
         # token until it is processed; `landed`: this step's finishes; `deferred`: the last step's complete
         # prefill rows, inserted into the radix tree when its result is processed
         self.overlap = not sg.disable_overlap_schedule
-        self.inflight: set[RequestState] = set()
+        self._inflight: set[RequestState] = set()
+        self._inflight_all = False  # (after the fast path's stretch: every running and finishing request)
         self.finishing: list[RequestState] = []
         self.landed: list[RequestState] = []
         self.deferred: list[tuple[RequestState, int]] = []  # (each with the tokens its prefill computed)
@@ -492,7 +493,7 @@ class SGLangScheduler(Scheduler):
 
     @property
     def unprocessed(self) -> bool:
-        return bool(self.inflight or self.finishing or self.deferred)
+        return bool(self._inflight_all or self._inflight or self.finishing or self.deferred)
 
     @property
     def holds_finished(self) -> bool:
@@ -511,7 +512,17 @@ class SGLangScheduler(Scheduler):
         member sampled in it, its finishers hold their KV."""
         if self.overlap:
             self.finishing, self.landed = self.landed, []
-            self.inflight = {*self.running, *self.finishing}
+            self._inflight_all = True  # (the set is built if read: `inflight`)
+
+    @property
+    def inflight(self) -> set[RequestState]:
+        if self._inflight_all:
+            self._inflight, self._inflight_all = {*self.running, *self.finishing}, False
+        return self._inflight
+
+    @inflight.setter
+    def inflight(self, value: set[RequestState]) -> None:
+        self._inflight, self._inflight_all = value, False
 
     def _process(self) -> None:
         """The overlap loop's process_batch_result of the last step: its finishes and its prefill rows."""
