@@ -623,3 +623,15 @@ def test_o1_an_admission_reserves_the_inflight_token_as_still_to_come(overlap, a
     sc = scenario([("A", 0, 4, 20), ("B", 1, 6, 20), ("C", 1, 6, 20)], max_total_num_tokens=71, chunked_prefill_size=64)
     _, t = _loop(sc, overlap)
     assert [i for i, _ in rows(t[1])] == admitted
+
+
+def test_e_a_chunks_duplicates_are_freed_at_the_next_schedule():
+    # radix cache on, pool 100, chunks of 24: A and B share a 16-token prompt. Step 0 runs A's 16 and B's first 8
+    # (76 free after schedule). A's tokens enter the tree after the step; B's chunk would find its 8 there, but
+    # it enters the tree at the next iteration's stash_chunked_request (rule E), so its 8 duplicates still count
+    # as used after step 0: 76 (84 if freed at once). Step 1 frees them, then runs B's last 8: 84 - 8 = 76.
+    sc = scenario([("A", 0, 16, 4, [[1, 16]]), ("B", 0, 16, 4, [[1, 16]])], max_total_num_tokens=100,
+                  chunked_prefill_size=24, radix_cache=True)
+    _, t = steps(sc)
+    assert rows(t[0]) == [("A", 16), ("B", 8)] and t[0]["free_tokens_after_step"] == 76
+    assert rows(t[1]) == [("B", 8)] and t[1]["free_tokens_after_schedule"] == 76

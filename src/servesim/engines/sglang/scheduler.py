@@ -1,12 +1,14 @@
-"""SGLang's scheduler (pinned: SGLang 0.5.23, the non-overlap event loop): prefill first, in separate batches.
+"""SGLang's scheduler (pinned: SGLang 0.5.23; its overlap event loop by default, the normal one with
+`disable_overlap_schedule`): prefill first, in separate batches.
 
 Each iteration first tries to build a prefill batch (`PrefillAdder`: the chunked request first, then the waiting
 queue in policy order, against a token budget, a chunk budget and memory minus what the running requests are
 expected to still need, `new_token_ratio` x their remaining outputs); only when none is built do all running
 requests decode one token. With `enable_mixed_chunk` the decodes ride in the prefill's forward. A decode that
 does not fit retracts requests (fewest outputs first) to the back of the queue. Rules S1-S10 of
-../shared/conformance/sglang/README.md, read in SGLang's `managers/scheduler.py`, `schedule_policy.py`,
-`schedule_batch.py` and `mem_cache/radix_cache.py`; see docs/sglang.md.
+../shared/conformance/sglang/README.md and round 2's A-I, P1-P3 and O1-O5 (`round2/README.md`), read in SGLang's
+`managers/scheduler.py`, `schedule_policy.py`, `schedule_batch.py` and `mem_cache/radix_cache.py`; see
+docs/sglang.md. Under the overlap loop the next batch is scheduled before the last one's result is processed.
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ class SGLangScheduler(Scheduler):
         self.locks: dict[RequestState, tuple] = {}  # radix: each holder's locked (node, prefix length)
         self.keys: dict[RequestState, tuple] = {}  # radix: each request's prompt tokens
         self.extended: list[RequestState] = []  # this step's prefill rows, inserted into the tree after it
+        self.stash: list[RequestState] = []  # the last step's chunk, inserted at the next schedule (rule E)
         self.rng = random.Random(sg.random_seed)  # schedule_policy random
         # the fast path's decode cohort: its clock in a prefill step it sits out (members' outputs are behind:
         # num_output_tokens + clock - decoding_since), set by cohort_step for the next schedule() only
@@ -90,6 +93,9 @@ class SGLangScheduler(Scheduler):
         if num_decoding_ahead:
             raise RuntimeError("the sglang policy takes no decodes ahead (a servesim bug)")
         self.out = out = SchedulerOutput()
+        if self.stash:
+            self._insert(self.stash)
+            self.stash = []
         self._decay(self.step_index - self.last_step - 1)  # the fast path's decode steps, each decayed
         self.last_step = self.step_index
         if self._prefill():
@@ -472,12 +478,14 @@ class SGLangScheduler(Scheduler):
         """After a prefill step: its rows' tokens enter the tree (a chunk's at the next iteration, the same).
         Under the overlap loop the last step's result is processed now, after this one was scheduled and ran
         (O1): its finishes free their KV, its complete prefill rows enter the tree; this step's wait for the next."""
+        chunked = self.chunked_req
+        # rule E: a chunk's tokens enter the tree at the next schedule (stash_chunked_request, scheduler.py
+        # 3911-3919), after this step's free tokens are read
+        self.stash = [s for s in self.extended if s is chunked] if self.radix is not None else []
         if not self.overlap:
-            self._insert(self.extended)
+            self._insert([s for s in self.extended if s is not chunked])
         else:
             self._process()
-            chunked = self.chunked_req
-            self._insert([s for s in self.extended if s is chunked])  # (stash_chunked_request: the next schedule)
             self.deferred = [(s, s.num_computed_tokens) for s in self.extended if s is not chunked] \
                 if self.radix is not None else []
             self.inflight = {s for s in self.out.scheduled
