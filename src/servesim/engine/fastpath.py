@@ -127,15 +127,15 @@ class FastPath:
         growth = cohort.growth(clock)
         short = kv.free_blocks is not None and growth > kv.free_blocks
         sched = engine.sched
-        # (finished requests holding KV to the next step's end, SGLang's overlap loop: a decode short of room
-        # then waits for them, which schedule() decides)
-        if (short and (self.decodes_first or sched.holds_finished)) or (self.priority and n < len(running)):
+        if (short and self.decodes_first) or (self.priority and n < len(running)):
             cohort.leave_all(running, clock)
             return False
         if not self.decodes_first and (len(sched.waiting) and not sched.swapped or sched.chunked_req is not None):
             if not self._prefill_first(engine, n, clock):
                 return False
-        if short and not self._make_room(engine, growth):  # (a prefill-first policy's decode step)
+        # (a prefill-first policy's decode step; one that cannot make room leaves it to schedule(): it retracts,
+        # or under SGLang's overlap loop waits for the finished requests still holding KV)
+        if short and not self._make_room(engine, growth):
             cohort.leave_all(running, clock)
             return False
         self.n, self.growth = n, growth
