@@ -89,15 +89,15 @@ def test_s5_ratio_decays_per_decode_step(conservativeness):
 
 
 def test_s6_retraction_order_and_outputs_kept():
-    # pool 71: A at step 0; B, C (6 + 20 + 1 = 27 each) admitted at step 1 with A's reserve 19 x 0.7 = 13.3
-    # (67 - 13.3 - 26 = 27.7 > 27). 16 tokens held, 55 free; 3 per decode step from step 2, so after step 19 one
-    # is free. Step 20 needs 3: all have 19 outputs; sorted by (outputs, -prompt) descending A, B, C; C (longest
-    # prompt, then latest) goes; the ratio becomes min(1, (19 + 19 + 20 x 2) / (40 + 1)) = 1. C re-prefills its 6
-    # prompt tokens and 19 outputs at step 21 and samples its 20th token.
-    result, t = steps(scenario([("A", 0, 4, 20), ("B", 1, 6, 20), ("C", 1, 6, 20)], max_total_num_tokens=71,
+    # pool 72: A at step 0; B, C (6 + 20 + 1 = 27 each, and each charged that: rule F) admitted at step 1 with A's
+    # reserve 19 x 0.7 = 13.3 (68 - 13.3 - 27 = 27.7 > 27). 16 tokens held, 56 free; 3 per decode step from step
+    # 2, so after step 19 two are free. Step 20 needs 3: all have 19 outputs; sorted by (outputs, -prompt)
+    # descending A, B, C; C (longest prompt, then latest) goes; the ratio becomes min(1, (19 + 19 + 20 x 2) /
+    # (40 + 1)) = 1. C re-prefills its 6 prompt tokens and 19 outputs at step 21 and samples its 20th token.
+    result, t = steps(scenario([("A", 0, 4, 20), ("B", 1, 6, 20), ("C", 1, 6, 20)], max_total_num_tokens=72,
                                chunked_prefill_size=64))
     assert rows(t[1]) == [("B", 6), ("C", 6)]
-    assert t[19]["free_tokens_after_step"] == 1
+    assert t[19]["free_tokens_after_step"] == 2
     assert t[20]["retracted"] == ["C"] and rows(t[20]) == [("A", 1), ("B", 1)]
     assert t[20]["new_token_ratio_at_schedule"] == 1.0
     assert rows(t[21]) == [("C", 25)]
@@ -585,17 +585,17 @@ def test_o1_o2_the_overlap_loop_sees_a_finish_a_step_late(overlap):
 
 
 def test_o3_no_retraction_while_a_finishing_request_will_free_memory():
-    # pool 22, conservativeness 0.1: C and D (4, 6) prefill at step 0, A (8, 2) at step 2; step 3 decodes all
-    # three (1 free after it) and A's token ends it. At the next iteration C and D need 2 slots, 1 is free, and A
-    # is finishing in flight: instead of retracting D the iteration runs no forward (and the ratio does not
-    # decay), A's 9 tokens come back, and step 4 decodes C and D (10 - 2 = 8 free). Idle iterations: that one
-    # and the last (processing step 6's result).
-    sc = scenario([("C", 0, 4, 6), ("D", 0, 4, 6), ("A", 2, 8, 2)], max_total_num_tokens=22, chunked_prefill_size=64,
+    # pool 23, conservativeness 0.1: C and D (4, 6) prefill at step 0 (15 free), A (8, 3) at step 1 (7 free);
+    # steps 2 and 3 decode all three (1 free after step 3) and A's token at step 3 ends it. At the next iteration
+    # C and D need 2 slots, 1 is free, and A is finishing in flight: instead of retracting D the iteration runs
+    # no forward (and the ratio does not decay), A's 10 tokens come back, and step 4 decodes C and D
+    # (11 - 2 = 9 free). Idle iterations: that one and the last (processing step 6's result).
+    sc = scenario([("C", 0, 4, 6), ("D", 0, 4, 6), ("A", 1, 8, 3)], max_total_num_tokens=23, chunked_prefill_size=64,
                   schedule_conservativeness=0.1)
     result, t = _loop(sc, True)
     assert t[3]["finished"] == ["A"] and t[3]["free_tokens_after_step"] == 1
     assert not any(s["retracted"] for s in t) and result.idle_iterations == 2
-    assert rows(t[4]) == [("C", 1), ("D", 1)] and t[4]["free_tokens_after_schedule"] == 8
+    assert rows(t[4]) == [("C", 1), ("D", 1)] and t[4]["free_tokens_after_schedule"] == 9
     assert t[4]["new_token_ratio_at_schedule"] == t[3]["new_token_ratio_at_schedule"]
 
 
@@ -617,10 +617,10 @@ def test_o4_o5_a_retraction_reads_output_ids_without_the_inflight_token(overlap,
 
 @pytest.mark.parametrize("overlap, admitted", [(False, ["B", "C"]), (True, ["B"])])
 def test_o1_an_admission_reserves_the_inflight_token_as_still_to_come(overlap, admitted):
-    # test_s6's case (pool 71): at step 1 A's first token (from step 0) is in flight under the overlap loop, so
-    # its reserve is 20 x 0.7 = 14 rather than 19 x 0.7 = 13.3: after B, 67 - 14 - 26 = 27 is not more than C's 27,
+    # test_s6's case (pool 72): at step 1 A's first token (from step 0) is in flight under the overlap loop, so
+    # its reserve is 20 x 0.7 = 14 rather than 19 x 0.7 = 13.3: after B, 68 - 14 - 27 = 27 is not more than C's 27,
     # and C waits (non-overlap: 27.7 > 27, both go in)
-    sc = scenario([("A", 0, 4, 20), ("B", 1, 6, 20), ("C", 1, 6, 20)], max_total_num_tokens=71, chunked_prefill_size=64)
+    sc = scenario([("A", 0, 4, 20), ("B", 1, 6, 20), ("C", 1, 6, 20)], max_total_num_tokens=72, chunked_prefill_size=64)
     _, t = _loop(sc, overlap)
     assert [i for i, _ in rows(t[1])] == admitted
 
@@ -635,3 +635,15 @@ def test_e_a_chunks_duplicates_are_freed_at_the_next_schedule():
     _, t = steps(sc)
     assert rows(t[0]) == [("A", 16), ("B", 8)] and t[0]["free_tokens_after_step"] == 76
     assert rows(t[1]) == [("B", 8)] and t[1]["free_tokens_after_schedule"] == 76
+
+
+@pytest.mark.parametrize("page, both", [(16, False), (1, True)])
+def test_f_an_admission_is_charged_its_extra_page_too(page, both):
+    # rule F: an admission's budget is charged ceil_page(extend) + page_size + its output (_update_prefill_budget,
+    # prefill_budget.py 156-168), not only checked against it. Pool 96, page 16, radix off: A (16 + 16) needs
+    # 16 + 16 + 16 = 48 < 96 and is charged 48, so B (the same) needs 48 with 96 - 48 = 48 left and waits (charged
+    # 32 it would go in: 64 > 48). At page 1 each is charged 16 + 16 + 1 = 33 (96 - 33 = 63 > 33): both go in.
+    sc = scenario([("A", 0, 16, 16), ("B", 0, 16, 16)], max_total_num_tokens=96, page_size=page,
+                  chunked_prefill_size=512)
+    _, t = steps(sc)
+    assert rows(t[0]) == ([("A", 16), ("B", 16)] if both else [("A", 16)])

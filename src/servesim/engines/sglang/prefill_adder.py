@@ -58,9 +58,9 @@ class Adder:
         cached = sched.match(s)
         max_new = min(max(s.request.output_len - s.num_output_tokens, 0), CLIP_MAX_NEW_TOKENS)
         extend = sched.extend_input_len[s] = s.num_tokens - cached  # init_next_round_input
-        # rule F: whole pages of the extend, one page more (per_req_token_overhead), and the output reserved
-        # (prefill_budget.py 156-168)
-        total = -(-extend // ps) * ps + max_new + ps
+        # rule F: the extend, one page more (per_req_token_overhead) and the output must be left; the charge
+        # (`_commit`) is in whole pages
+        total = extend + max_new + ps
         if total >= self.rem_total:
             self.why = f"needs {total} tokens, {max(0, int(self.rem_total))} left after the running requests' reserve"
             return self._reject(s, Reason.NO_TOKEN)
@@ -163,17 +163,18 @@ class Adder:
         return why
 
     def _commit(self, s: RequestState, n: int, reserve: int) -> None:
-        """`s` takes n tokens from its num_computed_tokens: the budgets are charged n in whole pages
-        (`_update_prefill_budget`), the pool the pages past the ones it holds (`alloc_extend`: a chunk that
-        ends inside a page, as a mixed batch's chunk can, leaves room in it for the next)."""
+        """`s` takes n tokens from its num_computed_tokens: the budgets are charged n in whole pages and one page
+        more (rule F: `_update_prefill_budget`, prefill_budget.py 156-168), the total its reserve too, the pool the
+        pages past the ones it holds (`alloc_extend`: a chunk that ends inside a page, as a mixed batch's chunk
+        can, leaves room in it for the next)."""
         sched, ps = self.sched, self.sched.sg.page_size
         start = s.num_computed_tokens
         self.rows.append((s, -(-(start + n) // ps) - -(-start // ps)))
         s.status = RequestStatus.RUNNING
         sched.out.scheduled[s] = n
         tokens = -(-n // ps) * ps
-        self.rem_total_offset += tokens + reserve
-        self.cur_rem_offset += tokens
+        self.rem_total_offset += tokens + reserve + ps
+        self.cur_rem_offset += tokens + ps
         self.rem_input -= tokens
         if self.rem_chunk is not None:
             self.rem_chunk -= tokens
