@@ -534,7 +534,11 @@ class SGLangScheduler(Scheduler):
 
     def _process(self) -> None:
         """The overlap loop's process_batch_result of the last step: its finishes and its prefill rows."""
-        finishing, self.finishing, self.inflight = self.finishing, [], set()
+        if self._inflight or self._inflight_all:
+            self._inflight, self._inflight_all = set(), False
+        if not self.finishing and not self.deferred:
+            return
+        finishing, self.finishing = self.finishing, []
         for s in finishing:
             self._finish_now(s)
         # (a request retracted since is skipped, as SGLang skips it, and one its prefill's token finished is
