@@ -436,7 +436,7 @@ class Engine:
                                       kv.lost_tokens if tracked else None, kv.lost_admissions if tracked else None)
         return SimResult(self.policy, self.cost.name, cfg, tuple(self.steps), timelines, tuple(self.preemptions),
                          step_log, self.record, self.rejected, prefix, self.clamped,
-                         getattr(self.sched, "idle_iterations", 0))
+                         self.sched.idle_iterations)
 
 
 def followers(requests: Sequence[Request], states: list[RequestState], rejected: set[int]

@@ -54,6 +54,7 @@ class Scheduler:
     end_step = None  # a policy's hook after each step has run (SGLang inserts prefilled tokens in its radix tree)
     unprocessed = False  # True: a step's result is still to be processed (SGLang's overlap loop): run once more
     holds_finished = False  # True: finished requests hold KV until the next step's end (`release_held`)
+    idle_iterations = 0  # iterations that ran no forward, only processed the last step's result (SGLang overlap)
     after_stretch = None  # a policy's hook after the fast path's stretch of steps (before its last record)
     # shared knobs the policy never reads, and why: refused when given (`engine.resolve`), never silently ignored
     unread: dict[str, str] = {}
@@ -73,6 +74,11 @@ class Scheduler:
     def skipped(self, k: int, queue_empty: bool) -> None:
         """The engine's fast path ran `k` steps without calling schedule() (`queue_empty`: nobody waited in
         them). A policy whose state counts its schedule() passes catches up here."""
+
+    def release_held(self) -> int:
+        """Let go now of what finished requests hold until the next step's end (`holds_finished`); the blocks
+        freed."""
+        return 0
 
     def use_prefix_cache(self) -> None:
         """Make the KV pool a prefix cache (a policy with `prefix_caching` defines it)."""

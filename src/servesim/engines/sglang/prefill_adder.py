@@ -124,7 +124,7 @@ class Adder:
         when they were released (rows and memory freed for `s`)."""
         sched = self.sched
         sg = sched.sg
-        sign = 1 if sg.schedule_low_priority_values_first else -1
+        sign = sg.priority_sign
         order = sorted((r for r in sched.running if r not in self.preempted),
                        key=lambda r: (r.request.priority * -sign, -sched.entry.get(r, 0)))
         need = (sched.extend_input_len.get(s, 0) + min(s.request.output_len, CLIP_MAX_NEW_TOKENS)

@@ -22,7 +22,7 @@ IN_BATCH_PREFIX = 32  # lpm's in-batch prefix thresholds (IN_BATCH_PREFIX_CACHIN
 def order_waiting(sched: SGLangScheduler) -> None:
     """Sort `sched.waiting` by its schedule_policy, in place."""
     policy, waiting, sg = sched.sg.schedule_policy, sched.waiting, sched.sg
-    sign = 1 if sg.schedule_low_priority_values_first else -1
+    sign = sg.priority_sign
     if policy == "fcfs" or (policy in ("lpm", "dfs-weight") and sched.radix is None):  # (a policy the tree
         # cannot serve is fcfs: _validate_and_adjust_policy)
         if sg.enable_priority_scheduling:  # _sort_by_priority_and_fcfs (schedule_policy.py 232-235)

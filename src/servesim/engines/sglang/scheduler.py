@@ -77,7 +77,6 @@ class SGLangScheduler(Scheduler):
         self.finishing: list[RequestState] = []
         self.landed: list[RequestState] = []
         self.deferred: list[tuple[RequestState, int]] = []  # (each with the tokens its prefill computed)
-        self.idle_iterations = 0  # overlap iterations that ran no forward, only processed the last result
 
     def add_request(self, s: RequestState) -> None:
         self.enqueue(s)
@@ -149,6 +148,7 @@ class SGLangScheduler(Scheduler):
                 chunked.num_tokens else None
         admitted = 0
         for s in waiting:
+            # (rows read again each time: a priority preemption frees some)
             if len(batch) >= sg.max_running_requests - len(running) - len(self.finishing):
                 self.batch_is_full = True
             if self.batch_is_full and not (preempting and adder.preempt_to_schedule(s)):
@@ -170,11 +170,10 @@ class SGLangScheduler(Scheduler):
             if res is not None:
                 self._note_from(admitted, res, adder.why)
                 break
-        if not batch:
-            self._requeue(adder.preempted)
-            return False
         del waiting[:admitted]
-        self._requeue(adder.preempted)
+        self._requeue(adder.preempted)  # (after the batch is built, admitted or not: scheduler.py 4306-4322)
+        if not batch:
+            return False
         adder.allocate()
         complete = [s for s in batch if s is not self.chunked_req]
         self.extended = batch

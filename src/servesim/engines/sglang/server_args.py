@@ -89,6 +89,12 @@ class SGLangConfig:
                 raise ConfigError(f"sglang.{name} must be a finite number >= 0, got {v!r}")
 
     @property
+    def priority_sign(self) -> int:
+        """SGLang's priority_sign: a queue sorted by priority x sign serves a larger value first (-1) unless
+        schedule_low_priority_values_first (1)."""
+        return 1 if self.schedule_low_priority_values_first else -1
+
+    @property
     def ratio_init(self) -> float:
         if self.init_new_token_ratio is not None:
             return self.init_new_token_ratio
