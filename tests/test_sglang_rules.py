@@ -106,12 +106,13 @@ def test_s6_retraction_order_and_outputs_kept():
 
 
 def test_s7_max_running_requests_counts_the_chunked_row():
-    # max 2: d runs; L's first chunk spends the chunk budget at step 1; from step 2 L (chunked) holds the other
-    # row, then L runs (its last chunk at step 3, 3 outputs: done at step 5), so s waits for a row until step 6
+    # max 2: d runs; L's first chunk spends the chunk budget at step 1, its second at step 2 before s is read (a
+    # spent budget stops the scan ahead of the first candidate); at step 3 its last 4 leave room, but L (chunked)
+    # holds the other row, then L runs (3 outputs: done at step 5), so s waits for a row until step 6
     result, t = steps(scenario([("d", 0, 4, 10), ("L", 1, 20, 3), ("s", 1, 2, 2)], max_running_requests=2))
     assert [rows(s) for s in t[1:4]] == [[("L", 8)], [("L", 8)], [("L", 4)]]
-    assert {w.id: w.reason for w in result.steps[1].waiting}["s"] is Reason.CHUNK_BUDGET
-    assert {w.id: w.reason for w in result.steps[2].waiting}["s"] is Reason.MAX_RUNNING_REQUESTS
+    reasons = [{w.id: w.reason for w in result.steps[k].waiting}["s"] for k in (1, 2, 3)]
+    assert reasons == [Reason.CHUNK_BUDGET, Reason.CHUNK_BUDGET, Reason.MAX_RUNNING_REQUESTS]
     assert t[4]["forward_mode"] == "decode" and t[5]["finished"] == ["L"]
     assert rows(t[6]) == [("s", 2)]
 
@@ -647,3 +648,67 @@ def test_f_an_admission_is_charged_its_extra_page_too(page, both):
                   chunked_prefill_size=512)
     _, t = steps(sc)
     assert rows(t[0]) == ([("A", 16), ("B", 16)] if both else [("A", 16)])
+
+
+@pytest.mark.parametrize("arrival, hits", [(1, (8, 0)), (33, (0, 0))])
+def test_h_every_32nd_attempt_touches_the_waiting_prefixes_head_last(arrival, hits):
+    # rule H (_touch_waiting_prefixes, schedule_policy.py 282-302): fcfs matches nobody while it sorts, so every
+    # 32nd prefill attempt (the first one included) walks the first 128 waiting requests' keys, the head last.
+    # Pool 280, chunks of 8: P1's prompt X (8 tokens) is cached at step 0, P2's Y at step 1, so X is the older.
+    # L (272) takes the whole chunk from step 2 to 35, each step an attempt (step k is attempt k), and B (a prompt
+    # of its own) is refused ahead of W1 (X + 2) and W2 (Y + 2): neither is tried, so nobody else reads X or Y.
+    # L fills the 264 free tokens by step 34; its last chunk evicts the least recently used 8-token leaf.
+    # Waiting since step 1, W2 then W1 are walked at attempt 32 (step 32): X is now the newer, Y goes, and W1 hits
+    # X's 8 tokens at step 36 (head first, X would go). Arriving at step 33, after that walk (the next is at
+    # attempt 64), X is still the older and goes at step 35: W1 hits nothing (it would hit 8 if every attempt
+    # walked the queue); Y goes at step 36 for B's 4 and W1's first 4 (W2 not tried: the chunk is spent).
+    sc = scenario([("P1", 0, 8, 1, [[1, 8]]), ("P2", 0, 8, 1, [[2, 8]]), ("L", 1, 272, 1, [[4, 272]]),
+                   ("B", arrival, 4, 1, [[5, 4]]), ("W1", arrival, 10, 1, [[1, 8], [3, 2]]),
+                   ("W2", arrival, 10, 1, [[2, 8], [6, 2]])],
+                  max_total_num_tokens=280, chunked_prefill_size=8, radix_cache=True)
+    result, t = steps(sc)
+    assert [rows(t[k]) for k in (0, 1, 2, 35)] == [[("P1", 8)], [("P2", 8)], [("L", 8)], [("L", 8)]]
+    assert t[34]["free_tokens_after_step"] == 0 and t[35]["free_tokens_after_step"] == 0
+    assert (result.request("W1").num_cached_tokens, result.request("W2").num_cached_tokens) == hits
+
+
+def test_h_a_finished_requests_leaf_is_split_at_its_prompt():
+    # rule H (checkpoint_into_tree, unified_radix_cache.py 1255-1283): a request's prompt and outputs enter the
+    # tree, then its prompt again, so its outputs are a leaf of their own and can be evicted first. Rule B's
+    # case: C is retracted at step 20 (its prompt evicted), re-prefills prompt + 19 outputs as one 26-token node
+    # at step 21 (evicting B's 19 outputs) and finishes there; A's 6 + 19 and B's 4 are left, 18 free. E (57
+    # tokens) evicts those 29, then C's 19 outputs only: 18 + 48 - 57 = 9 free, and D (C's 7-token prompt + 2)
+    # hits 7.
+    # Without the split C's 26 go together: 16 free, and D hits nothing.
+    sc = scenario([("A", 0, 6, 20), ("B", 1, 4, 20), ("C", 1, 7, 20), ("E", 60, 57, 1), ("D", 70, 9, 1)],
+                  max_total_num_tokens=73, chunked_prefill_size=64, radix_cache=True)
+    for r, seg in zip(sc["requests"], ([[1, 6]], [[2, 4]], [[3, 7]], [[5, 57]], [[3, 7], [4, 2]]), strict=True):
+        r["segments"] = seg
+    result, t = steps(sc)
+    assert t[20]["retracted"] == ["C"] and rows(t[21]) == [("C", 26)] and t[21]["free_tokens_after_step"] == 18
+    assert rows(t[22]) == [("E", 57)] and t[22]["free_tokens_after_step"] == 9
+    assert rows(t[23]) == [("D", 2)] and result.request("D").num_cached_tokens == 7
+
+
+def test_h_lpm_sorts_by_the_match_capped_at_all_but_the_last_token():
+    # lpm sorts by num_matched_prefix_tokens, the match capped at len - 1 (_compute_max_prefix_len: the last token
+    # is computed for its logits). R0's 8-token prompt X is cached at step 0. R1 is X itself: 8 matched, 7 counted;
+    # R2 is X and one token more: 8 counted. R2 goes first though it came later (uncapped, a tie keeps R1 first).
+    sc = scenario([("R0", 0, 8, 1, [[1, 8]]), ("R1", 1, 8, 1, [[1, 8]]), ("R2", 1, 9, 1, [[1, 8], [3, 1]])],
+                  policy="lpm", radix_cache=True)
+    _, t = steps(sc)
+    assert rows(t[1]) == [("R2", 1), ("R1", 1)]
+
+
+def test_h_lpm_walks_the_whole_key_so_a_node_is_not_split_before_its_last_token():
+    # lpm matches each waiting request's whole key (match_kv_cache with no cap): R1 (X itself, 8 tokens) touches
+    # X's node without splitting it. Pool 31: X cached at step 0 (23 free), L (24) in chunks of 8 from step 1
+    # (15, then 7 free); its last chunk needs 8 with 7 free and evicts the only unlocked leaf, X, whole. R1 hits
+    # nothing at step 4. (Walking all but its last token would split X at 7: the 1-token leaf would go, and R1
+    # would hit 7.)
+    sc = scenario([("R0", 0, 8, 1, [[1, 8]]), ("L", 1, 24, 1, [[4, 24]]), ("R1", 2, 8, 1, [[1, 8]])],
+                  max_total_num_tokens=31, policy="lpm", radix_cache=True)
+    result, t = steps(sc)
+    assert [rows(t[k]) for k in (1, 2, 3)] == [[("L", 8)]] * 3
+    assert [t[k]["free_tokens_after_step"] for k in (0, 1, 2, 3)] == [23, 15, 7, 7]
+    assert rows(t[4]) == [("R1", 8)] and result.request("R1").num_cached_tokens == 0

@@ -197,6 +197,11 @@ class Adder:
             # half a prompt; one chunked request per batch, as its scheduler keeps one chunked_req
             self.why = "a chunked request takes the rest of the chunk budget"
             return Reason.CHUNK_BUDGET
+        return self.budget_state()
+
+    def budget_state(self) -> Reason | None:
+        """NO_TOKEN when memory is spent, else CHUNK_BUDGET (SGLang's OTHER) when the token or chunk budget is:
+        the scan stops at the latter before it reads the next candidate (it is not even matched)."""
         avail = self.sched.kv.available
         if avail - self.rem_total_offset <= 0 or avail - self.cur_rem_offset <= 0:
             self.why = "memory left after the running requests' reserve is spent"

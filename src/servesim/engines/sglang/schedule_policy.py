@@ -3,7 +3,13 @@
 lof puts the longest outputs first; lpm the longest radix match first, a request sharing a prefix with an earlier
 waiting one last; random shuffles it with the scheduler's seeded generator; dfs-weight walks the radix tree,
 heavier subtrees first. With priority scheduling fcfs orders by (priority, entry time) and lof by (priority,
-output length), a larger priority first unless schedule_low_priority_values_first (P1)."""
+output length), a larger priority first unless schedule_low_priority_values_first (P1).
+
+Rule H, the radix cache's recency: lpm matches every waiting request's whole key (prompt and outputs, no cap) at
+each attempt, splitting nodes and stamping paths; an order that does not match (fcfs, lof, random, or lpm above
+128 waiting) refreshes instead: every 32nd attempt it walks the first 128 waiting requests' keys, the head last
+(`SchedulePolicy._touch_waiting_prefixes`, `schedule_policy.py` 280-302; SGLANG_ENABLE_WAITING_PREFIX_REFRESH,
+on by default), so the LRU evicts in reverse queue order."""
 
 from __future__ import annotations
 
@@ -15,7 +21,8 @@ from servesim.engines.sglang.radix_cache import RadixCache
 if TYPE_CHECKING:
     from servesim.engines.sglang.scheduler import SGLangScheduler
 
-LPM_MAX_QUEUE = 128  # lpm falls back to fcfs above this many waiting requests
+LPM_MAX_QUEUE = 128  # lpm falls back to fcfs above this many waiting requests (WAITING_QUEUE_PREFIX_MATCH_MAX)
+REFRESH_INTERVAL = 32  # WAITING_PREFIX_REFRESH_INTERVAL: one attempt in so many refreshes the waiting prefixes
 IN_BATCH_PREFIX = 32  # lpm's in-batch prefix thresholds (IN_BATCH_PREFIX_CACHING_*_THRESHOLD)
 
 
@@ -23,6 +30,7 @@ def order_waiting(sched: SGLangScheduler) -> None:
     """Sort `sched.waiting` by its schedule_policy, in place."""
     policy, waiting, sg = sched.sg.schedule_policy, sched.waiting, sched.sg
     sign = sg.priority_sign
+    matches = sched.radix is not None and (policy == "dfs-weight" or policy == "lpm" and len(waiting) <= LPM_MAX_QUEUE)
     if policy == "fcfs" or (policy in ("lpm", "dfs-weight") and sched.radix is None):  # (a policy the tree
         # cannot serve is fcfs: _validate_and_adjust_policy)
         if sg.enable_priority_scheduling:  # _sort_by_priority_and_fcfs (schedule_policy.py 232-235)
@@ -32,22 +40,36 @@ def order_waiting(sched: SGLangScheduler) -> None:
             waiting.sort(key=lambda s: (s.request.priority * sign, -s.request.output_len))
         else:
             waiting.sort(key=lambda s: -s.request.output_len)
-    elif policy == "lpm" and sched.radix is not None and len(waiting) <= LPM_MAX_QUEUE:
+    elif policy == "lpm" and matches:
         shadow, later = RadixCache(), set()
         match = {}
         for s in waiting:
             key = sched.key(s, s.num_tokens)
-            match[s] = sched.radix.match(key[:-1])[0]
+            match[s] = sched.radix.match(key)[0]  # (its whole key: match_kv_cache without a cap)
             if match[s] <= IN_BATCH_PREFIX:
                 if shadow.match(key)[0] >= IN_BATCH_PREFIX:
                     later.add(s)
                 else:
                     shadow.insert(key)
-        waiting.sort(key=lambda s: float("inf") if s in later else -match[s])
+        # (sorted by num_matched_prefix_tokens: the match capped at all but the last token, _compute_max_prefix_len)
+        waiting.sort(key=lambda s: float("inf") if s in later else -min(match[s], s.num_tokens - 1))
     elif policy == "random":
         sched.rng.shuffle(waiting)
     elif policy == "dfs-weight" and sched.radix is not None:
         waiting[:] = dfs_weight_order(sched, waiting)
+    if sched.radix is not None and not matches and waiting:
+        refresh_waiting_prefixes(sched)
+
+
+def refresh_waiting_prefixes(sched: SGLangScheduler) -> None:
+    """_touch_waiting_prefixes: every REFRESH_INTERVAL-th attempt, match the first LPM_MAX_QUEUE waiting requests'
+    whole keys, the head last (a request whose key nobody can share is skipped: it would touch the root only)."""
+    calls, sched.prefix_refreshes = sched.prefix_refreshes, sched.prefix_refreshes + 1
+    if calls % REFRESH_INTERVAL:
+        return
+    for s in reversed(sched.waiting[:LPM_MAX_QUEUE]):
+        if not sched.private(s):
+            sched.radix.match(sched.full_key(s), s.num_tokens)
 
 
 def dfs_weight_order(sched: SGLangScheduler, waiting: list[RequestState]) -> list[RequestState]:

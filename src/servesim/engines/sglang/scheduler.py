@@ -62,6 +62,7 @@ class SGLangScheduler(Scheduler):
         self.extended: list[RequestState] = []  # this step's prefill rows, inserted into the tree after it
         self.stash: list[RequestState] = []  # the last step's chunk, inserted at the next schedule (rule E)
         self.rng = random.Random(sg.random_seed)  # schedule_policy random
+        self.prefix_refreshes = 0  # attempts that could refresh the waiting prefixes (rule H)
         # the fast path's decode cohort: its clock in a prefill step it sits out (members' outputs are behind:
         # num_output_tokens + clock - decoding_since), set by cohort_step for the next schedule() only
         self.member_clock: int | None = None
@@ -148,6 +149,11 @@ class SGLangScheduler(Scheduler):
                 chunked.num_tokens else None
         admitted = 0
         for s in waiting:
+            if adder.budget_state() is Reason.CHUNK_BUDGET:
+                # a spent budget admits no one, the first candidate included: the chunked request or the mixed
+                # decodes can spend it (scheduler.py 4202-4205); nobody is matched against the tree
+                self._note_from(admitted, Reason.CHUNK_BUDGET, adder.why)
+                break
             # (rows read again each time: a priority preemption frees some)
             if len(batch) >= sg.max_running_requests - len(running) - len(self.finishing):
                 self.batch_is_full = True
@@ -462,6 +468,11 @@ class SGLangScheduler(Scheduler):
             existing = self.radix.insert(key, whole)
         else:  # (the match touches the path only: the pool and the locks in between do not enter it)
             existing, node = self.radix.insert_and_match(key, whole)
+        prompt = s.request.prompt_len // ps * ps
+        if 0 < prompt < whole:
+            # rule H: the leaf is split at the prompt's end, the prompt's path touched again after it
+            # (checkpoint_into_tree, unified_radix_cache.py 1250-1270): the outputs can go first
+            self.radix.insert(key, prompt)
         # its own copies of cached pages are freed; its num_blocks stays: its whole pages are now its locked prefix
         # in the tree, a part page (and, inserted a step later, what it took since) stays its own
         self.kv.give_back(s, max(0, min(existing, whole) - prefix) // ps)
