@@ -199,9 +199,13 @@ class Adder:
             return Reason.CHUNK_BUDGET
         return self.budget_state()
 
+    def spent(self) -> bool:
+        """budget_state() is CHUNK_BUDGET (SGLang's OTHER): the scan stops before it reads the next candidate."""
+        return (self.rem_input <= 0 or self.rem_chunk is not None and self.rem_chunk <= 0) and \
+            self.budget_state() is Reason.CHUNK_BUDGET
+
     def budget_state(self) -> Reason | None:
-        """NO_TOKEN when memory is spent, else CHUNK_BUDGET (SGLang's OTHER) when the token or chunk budget is:
-        the scan stops at the latter before it reads the next candidate (it is not even matched)."""
+        """NO_TOKEN when memory is spent, else CHUNK_BUDGET (SGLang's OTHER) when the token or chunk budget is."""
         avail = self.sched.kv.available
         if avail - self.rem_total_offset <= 0 or avail - self.cur_rem_offset <= 0:
             self.why = "memory left after the running requests' reserve is spent"

@@ -131,17 +131,44 @@ class RadixCache:
         self._offer(child)  # touched on the way here: its access time may be new
         return upper
 
-    def insert(self, key: tuple, end: int | None = None) -> int:
+    def insert(self, key: tuple, end: int | None = None, below: tuple[Node, int] | None = None) -> int:
         """Insert `key` (its first `end` tokens; all their KV computed); returns how many of its first tokens
         were already cached: the caller frees its own copies of those (dedup). New tokens arrive unlocked
-        (evictable)."""
-        return self._insert(key, len(key) if end is None else end)[0]
+        (evictable). `below`: a node known to end that many tokens into `key` (a request's locked prefix: a lock
+        keeps its path), where the walk may start (the path above it touched as the walk down would)."""
+        return self._insert(key, len(key) if end is None else end, below)[0]
 
-    def insert_and_match(self, key: tuple, end: int | None = None) -> tuple[int, Node]:
+    def insert_split(self, key: tuple, end: int, prefix: int, below: tuple[Node, int] | None = None
+                     ) -> tuple[int, Node]:
+        """insert(key, end), then insert(key, prefix) for 0 < prefix < end (SGLang's checkpoint_into_tree: a
+        request's prompt and outputs, then its prompt again, so that its outputs are a leaf of their own and its
+        prompt's path is touched after them); returns insert's count and the node the key ends in. The second
+        walk climbs from that node instead of descending from the root: the same nodes, split and stamped alike."""
+        n, node = self._insert(key, end, below)
+        self.touch_prefix(node, self._aligned(end), prefix)
+        return n, node
+
+    def touch_prefix(self, node: Node, depth: int, prefix: int) -> None:
+        """`node` ends `depth` tokens into its key: split its path at `prefix` (a node spanning it is cut there)
+        and stamp the path from there up, one access later (an insert of the key's first `prefix` tokens)."""
+        t = self._tick()
+        while depth - len(node.key) >= prefix:
+            depth -= len(node.key)
+            node = node.parent
+        if depth > prefix:
+            node.last_access = t  # (the insert's walk touches it before cutting it: the upper part keeps t)
+            node = self._split(node, len(node.key) - (depth - prefix))
+        root = self.root
+        while node is not root:
+            node.last_access = t
+            node = node.parent
+
+    def insert_and_match(self, key: tuple, end: int | None = None, below: tuple[Node, int] | None = None
+                         ) -> tuple[int, Node]:
         """insert(key, end), then match(key, end): the tokens that were cached already, and the node the key now
         ends in. One walk down: after the insert the key ends exactly at a node, so the match is its path
         touched again (with a later access time)."""
-        n, node = self._insert(key, len(key) if end is None else end)
+        n, node = self._insert(key, len(key) if end is None else end, below)
         t, root = self._tick(), self.root
         end = node
         while node is not root:
@@ -151,9 +178,15 @@ class RadixCache:
         self._offer(end)
         return n, end
 
-    def _insert(self, key: tuple, end: int) -> tuple[int, Node]:
+    def _insert(self, key: tuple, end: int, below: tuple[Node, int] | None = None) -> tuple[int, Node]:
         node, n, t = self.root, 0, self._tick()
         end = self._aligned(end)
+        if below is not None and 0 < below[1] <= end:
+            node, n = below
+            up = node
+            while up is not self.root:
+                up.last_access = t
+                up = up.parent
         while n < end:
             child = node.children.get(self._child(key, n))
             if child is None:

@@ -28,10 +28,10 @@ IN_BATCH_PREFIX = 32  # lpm's in-batch prefix thresholds (IN_BATCH_PREFIX_CACHIN
 
 def order_waiting(sched: SGLangScheduler) -> None:
     """Sort `sched.waiting` by its schedule_policy, in place."""
-    policy, waiting, sg = sched.sg.schedule_policy, sched.waiting, sched.sg
+    policy, waiting, sg, radix = sched.sg.schedule_policy, sched.waiting, sched.sg, sched.radix
     sign = sg.priority_sign
-    matches = sched.radix is not None and (policy == "dfs-weight" or policy == "lpm" and len(waiting) <= LPM_MAX_QUEUE)
-    if policy == "fcfs" or (policy in ("lpm", "dfs-weight") and sched.radix is None):  # (a policy the tree
+    matched = False  # a cache-aware order walked every waiting request's key
+    if policy == "fcfs" or (policy in ("lpm", "dfs-weight") and radix is None):  # (a policy the tree
         # cannot serve is fcfs: _validate_and_adjust_policy)
         if sg.enable_priority_scheduling:  # _sort_by_priority_and_fcfs (schedule_policy.py 232-235)
             waiting.sort(key=lambda s: (s.request.priority * sign, sched.entry[s]))
@@ -40,12 +40,13 @@ def order_waiting(sched: SGLangScheduler) -> None:
             waiting.sort(key=lambda s: (s.request.priority * sign, -s.request.output_len))
         else:
             waiting.sort(key=lambda s: -s.request.output_len)
-    elif policy == "lpm" and matches:
+    elif policy == "lpm" and len(waiting) <= LPM_MAX_QUEUE:
+        matched = True
         shadow, later = RadixCache(), set()
         match = {}
         for s in waiting:
             key = sched.key(s, s.num_tokens)
-            match[s] = sched.radix.match(key)[0]  # (its whole key: match_kv_cache without a cap)
+            match[s] = radix.match(key)[0]  # (its whole key: match_kv_cache without a cap)
             if match[s] <= IN_BATCH_PREFIX:
                 if shadow.match(key)[0] >= IN_BATCH_PREFIX:
                     later.add(s)
@@ -55,18 +56,20 @@ def order_waiting(sched: SGLangScheduler) -> None:
         waiting.sort(key=lambda s: float("inf") if s in later else -min(match[s], s.num_tokens - 1))
     elif policy == "random":
         sched.rng.shuffle(waiting)
-    elif policy == "dfs-weight" and sched.radix is not None:
+    elif policy == "dfs-weight":
+        matched = True
         waiting[:] = dfs_weight_order(sched, waiting)
-    if sched.radix is not None and not matches and waiting:
-        refresh_waiting_prefixes(sched)
+    if not matched and radix is not None and waiting:
+        calls = sched.prefix_refreshes
+        sched.prefix_refreshes = calls + 1
+        if not calls % REFRESH_INTERVAL:
+            refresh_waiting_prefixes(sched)
 
 
 def refresh_waiting_prefixes(sched: SGLangScheduler) -> None:
-    """_touch_waiting_prefixes: every REFRESH_INTERVAL-th attempt, match the first LPM_MAX_QUEUE waiting requests'
-    whole keys, the head last (a request whose key nobody can share is skipped: it would touch the root only)."""
-    calls, sched.prefix_refreshes = sched.prefix_refreshes, sched.prefix_refreshes + 1
-    if calls % REFRESH_INTERVAL:
-        return
+    """_touch_waiting_prefixes (every REFRESH_INTERVAL-th attempt): match the first LPM_MAX_QUEUE waiting
+    requests' whole keys, the head last (a request whose key nobody can share is skipped: it would touch the root
+    only)."""
     for s in reversed(sched.waiting[:LPM_MAX_QUEUE]):
         if not sched.private(s):
             sched.radix.match(sched.full_key(s), s.num_tokens)

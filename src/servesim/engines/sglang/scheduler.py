@@ -148,12 +148,13 @@ class SGLangScheduler(Scheduler):
             self.chunked_req = chunked if chunked.num_computed_tokens + self.out.scheduled[chunked] < \
                 chunked.num_tokens else None
         admitted = 0
-        for s in waiting:
-            if adder.budget_state() is Reason.CHUNK_BUDGET:
-                # a spent budget admits no one, the first candidate included: the chunked request or the mixed
-                # decodes can spend it (scheduler.py 4202-4205); nobody is matched against the tree
-                self._note_from(admitted, Reason.CHUNK_BUDGET, adder.why)
-                break
+        # a spent budget admits no one, the first candidate included: the chunked request or the mixed decodes can
+        # spend it (scheduler.py 4202-4205); nobody is matched against the tree. (After an admission add_one says
+        # so itself: the scan stops whenever it returns a reason.)
+        spent = waiting and adder.spent()
+        if spent:
+            self._note_from(0, Reason.CHUNK_BUDGET, adder.why)
+        for s in () if spent else waiting:
             # (rows read again each time: a priority preemption frees some)
             if len(batch) >= sg.max_running_requests - len(running) - len(self.finishing):
                 self.batch_is_full = True
@@ -258,14 +259,16 @@ class SGLangScheduler(Scheduler):
         schedule_policy.py 785-794), summed in running order (the decode cohort's members read at `clock`)."""
         # (a request finishing in flight: its last token, one)
         finishing = sum(1.0 if s.request.ignore_eos else ratio for s in self.finishing) if self.finishing else 0
-        inflight = self.inflight  # (the overlap loop: their last token is not in output_ids yet)
-        if clock is None:
-            return sum(min(s.request.output_len - s.num_output_tokens + (s in inflight), CLIP_MAX_NEW_TOKENS)
-                       * (1.0 if s.request.ignore_eos else ratio) for s in self.running) + finishing
-        return sum(min(s.request.output_len - s.num_output_tokens + (s in inflight)
-                       - (clock - s.decoding_since if s.decoding_since >= 0 else 0),
-                       CLIP_MAX_NEW_TOKENS) * (1.0 if s.request.ignore_eos else ratio) for s in self.running) \
-            + finishing
+        # the overlap loop: an in-flight token is not in output_ids yet (after the fast path's stretch everyone's is)
+        every, inflight = self._inflight_all, self._inflight
+        total = 0  # (summed in running order, then the finishing ones: as SGLang adds them)
+        for s in self.running:
+            r = s.request
+            left = r.output_len - s.num_output_tokens + (every or s in inflight)
+            if clock is not None and s.decoding_since >= 0:
+                left -= clock - s.decoding_since
+            total += min(left, CLIP_MAX_NEW_TOKENS) * (1.0 if r.ignore_eos else ratio)
+        return total + finishing
 
     def decode_ratios(self, step: int, k: int) -> list[float]:
         """new_token_ratio in force at steps step .. step+k-1, decode steps the fast path runs without schedule()
@@ -463,16 +466,19 @@ class SGLangScheduler(Scheduler):
             if finished:
                 s.num_blocks = 0
             return
-        key, prefix, whole = self.full_key(s), self.prefix_len(s), n // ps * ps  # (the tree takes whole pages)
-        if finished:
-            existing = self.radix.insert(key, whole)
-        else:  # (the match touches the path only: the pool and the locks in between do not enter it)
-            existing, node = self.radix.insert_and_match(key, whole)
+        held = self.locks.get(s)  # (its locked prefix: the walk down may start there)
+        key, prefix, whole = self.full_key(s), held[1] if held is not None else 0, n // ps * ps  # (whole pages)
+        # rule H: the leaf is split at the prompt's end, the prompt's path touched again after it
+        # (checkpoint_into_tree, unified_radix_cache.py 1255-1283): the outputs can go first
         prompt = s.request.prompt_len // ps * ps
-        if 0 < prompt < whole:
-            # rule H: the leaf is split at the prompt's end, the prompt's path touched again after it
-            # (checkpoint_into_tree, unified_radix_cache.py 1250-1270): the outputs can go first
-            self.radix.insert(key, prompt)
+        split = 0 < prompt < whole
+        if finished:
+            existing = self.radix.insert_split(key, whole, prompt, held)[0] if split else \
+                self.radix.insert(key, whole, held)
+        else:  # (the match touches the path only: the pool and the locks in between do not enter it)
+            existing, node = self.radix.insert_and_match(key, whole, held)
+            if split:
+                self.radix.touch_prefix(node, whole, prompt)
         # its own copies of cached pages are freed; its num_blocks stays: its whole pages are now its locked prefix
         # in the tree, a part page (and, inserted a step later, what it took since) stays its own
         self.kv.give_back(s, max(0, min(existing, whole) - prefix) // ps)
