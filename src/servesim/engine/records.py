@@ -48,6 +48,12 @@ class ScheduledEntry:
     samples_token: bool  # the chunk reaches num_tokens, so one token is sampled
     num_blocks: int  # KV blocks held after this step's allocation
     num_cached_tokens: int = 0  # prefix-cache hit tokens this (re)admission started with (not counted above)
+    # speculative decoding: drafts among num_scheduled_tokens (verified this step), of them accepted, the drafts
+    # the request held before schedule(), and whether the scheduler padded them in (vLLM: never accepted)
+    num_spec_tokens: int = 0
+    num_accepted: int = 0
+    drafts_before: int = 0
+    spec_padded: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +185,8 @@ class StepRecord:
     forward_mode: str | None = None
     new_token_ratio: float | None = None
     chunked_request: str | None = None
+    # vLLM's speculative decoding: the drafter proposes nothing after this step (nobody could use the drafts)
+    skip_drafts: bool = False
 
     def __post_init__(self) -> None:
         if type(self.scheduled) is not Scheduled:

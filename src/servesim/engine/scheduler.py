@@ -13,6 +13,7 @@ from servesim.engine.kv import KVCache, blocks_for
 from servesim.engine.queue import make_queue
 from servesim.engine.records import Preemption, Reason, Waiting
 from servesim.engine.request import RequestState, RequestStatus
+from servesim.engine.speculation import SpecStep
 from servesim.engines.config import EngineConfig
 
 # the ledger's mode for a victim whose last token was in flight (async scheduling): dropped, never recomputed
@@ -37,6 +38,7 @@ class SchedulerOutput:
     chunked_request: str | None = None
     # SGLang's overlap loop: an iteration that ran no forward, only processed the last step's result (no step)
     processed_only: bool = False
+    spec: SpecStep | None = None  # speculative decoding: the drafts each request verifies in this step
 
 
 class Scheduler:
@@ -124,6 +126,7 @@ class Scheduler:
         blocks = victim.num_blocks
         repeat = victim.num_preemptions > 0
         victim.num_preemptions += 1
+        victim.num_spec_token_ids = victim.num_output_placeholders = 0  # its drafts and in-flight tokens go
         if victim.status is RequestStatus.FINISHED:
             # async scheduling: its last token is in flight and still finishes it, so it only gives its blocks
             # back now (the engine's release then has nothing left to free) and nothing is recomputed

@@ -82,8 +82,8 @@ class PrefixCachingKV(KVCache):
         state.num_cached_tokens = state.num_computed_tokens = len(hits) * self.block_size
         self.free_blocks = self.pool.num_free
 
-    def allocate(self, state: RequestState, num_tokens_after: int) -> bool:
-        need = -(-num_tokens_after // self.block_size) - state.num_blocks
+    def allocate(self, state: RequestState, num_tokens_after: int, lookahead: int = 0) -> bool:
+        need = -(-(num_tokens_after + lookahead) // self.block_size) - state.num_blocks
         if need > 0:
             if need > self.free_blocks:
                 return False
@@ -92,9 +92,9 @@ class PrefixCachingKV(KVCache):
             state.block_ids += self.pool.allocate(need)
             state.num_blocks += need
             self.free_blocks = self.pool.num_free
-        # the full blocks this step computes become hittable now (P5); under async scheduling only those of
-        # known tokens (the last one sampled may be in flight)
-        known = num_tokens_after
+        # the full blocks this step computes become hittable now (P5), of its known tokens only (not drafts that
+        # may be rejected, `allocate_slots` 621); under async scheduling not the last one sampled (in flight)
+        known = min(num_tokens_after, state.num_tokens)
         runs = state.token_runs
         if self.async_step is not None and runs and self.live.last_token_at(runs, self.async_step - 1):
             known = min(known, state.num_tokens - 1)
