@@ -328,7 +328,7 @@ class Engine:
 
     def idle(self, out: SchedulerOutput) -> bool:
         """Nothing can run: the clock jumps to the next arrival, and no step is recorded."""
-        if out.scheduled or out.preempted or self.release:
+        if out.scheduled or out.preempted or self.release or self.sched.in_flight:
             return False
         if out.processed_only:  # (SGLang's overlap loop: no forward, the last result processed; no time passes)
             return True
@@ -396,8 +396,11 @@ class Engine:
         now, step, finished = self.now, self.step, []
         for s in out.preempted:
             s.preempted_at = now
-        drafts = out.spec.drafts if out.spec is not None else None
+        spec = out.spec
+        drafts = spec.drafts if spec is not None else None
         for s, k in items:
+            if s.status is RequestStatus.FINISHED:  # (async speculative decoding: scheduled once more before its
+                continue  # last output was processed; the step's work for it is discarded)
             s.num_cached_tokens = 0  # told in this step's record
             if s.first_scheduled_time is None:
                 s.first_scheduled_time = now
@@ -410,7 +413,10 @@ class Engine:
             d = drafts.get(s, 0) if drafts else 0
             if s.num_computed_tokens - d == s.request.prompt_len + s.num_output_tokens:  # reached num_tokens: sample
                 # (speculative decoding: the accepted drafts and one more, past the rejected ones' rollback)
-                s.num_output_tokens += verified(s, d, out.spec.accepted[s]) if d else 1
+                gained = verified(s, d, spec.accepted[s]) if d else 1
+                s.num_output_tokens += gained
+                if spec is not None:
+                    spec.outputs[s] = gained
                 s.sampled(step, 1, self.live)
                 s.sampled_since_admission = True
                 if s.num_output_tokens == s.request.output_len:

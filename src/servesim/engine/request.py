@@ -159,10 +159,8 @@ class RequestState:
     first_cached_tokens: int = -1
     cached_from: int = -1
     # speculative decoding (`servesim.engines.vllm.spec_decode`): the drafts it holds for its next step (the length
-    # of vLLM's spec_token_ids); async scheduling's tokens in flight (vLLM's num_output_placeholders); verification
-    # steps, proposals, drafts verified and accepted so far
+    # of vLLM's spec_token_ids); verification steps, proposals, drafts verified and accepted so far
     num_spec_token_ids: int = 0
-    num_output_placeholders: int = 0
     num_verify_steps: int = 0
     num_proposals: int = 0
     num_draft_tokens: int = 0

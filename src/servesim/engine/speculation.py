@@ -24,6 +24,7 @@ class SpecStep:
     accepted: dict[RequestState, int] = field(default_factory=dict)  # of those, accepted
     before: dict[RequestState, int] = field(default_factory=dict)  # drafts it held before schedule()
     padded: set[RequestState] = field(default_factory=set)  # drafts the scheduler padded in (never accepted)
+    outputs: dict[RequestState, int] = field(default_factory=dict)  # tokens each sampling request gained (the loop's)
     skip_drafts: bool = False  # the drafter proposes nothing after this step (no request could use the drafts)
 
     def draw(self, acceptance: Acceptance | None) -> None:

@@ -96,8 +96,9 @@ class VLLMScheduler(Scheduler):
         return out
 
     def _propose(self) -> None:
-        """After the step (the synchronous engine core's post_step): the drafter's proposals."""
-        self.spec.propose(self.out.scheduled)
+        """After the step: the drafter's proposals (the synchronous engine core's post_step)."""
+        self.spec.after_step(self.out.scheduled)
+        self.in_flight = bool(self.spec.pending)
 
     def _threshold(self) -> int:
         """long_prefill_token_threshold as it applies this step: never to a lone request; adaptive (vLLM 0.33),
@@ -169,8 +170,9 @@ class VLLMScheduler(Scheduler):
 
     def _allocate(self, req: RequestState, n: int) -> bool:
         """KV for `n` more tokens (and the drafter's lookahead slots, S3)."""
-        lookahead = 0 if self.spec is None else self.spec.slots(req, n)
-        return self.kv.allocate(req, req.num_computed_tokens + n, lookahead)
+        if self.spec is None:
+            return self.kv.allocate(req, req.num_computed_tokens + n)
+        return self.kv.allocate(req, self.spec.computed(req) + n, self.spec.slots(req, n))
 
     def _admit_waiting(self, budget: int, cap: int) -> None:
         waiting, spec = self.waiting, self.spec

@@ -19,17 +19,17 @@ from __future__ import annotations
 
 from servesim.engine.acceptance import Acceptance
 from servesim.engine.kv import blocks_for
-from servesim.engine.request import RequestState
+from servesim.engine.request import RequestState, RequestStatus
 from servesim.engine.speculation import SpecStep
 from servesim.engines.config import EngineConfig
 
 
 class SpecDecode:
-    """One run's speculative decoding on the scheduler's side: the config's derived numbers and the step's state
-    (the input budget, whether a running prompt chunk ran)."""
+    """One run's speculative decoding on the scheduler's side: the config's derived numbers, the step's state (the
+    input budget left), and under async scheduling what vLLM has not yet seen of the last step (`pending`)."""
 
-    __slots__ = ("k", "lookahead", "draft_slots", "max_model_len", "acceptance", "async_scheduling", "v1_runner",
-                 "can_skip_drafts", "input_budget", "step")
+    __slots__ = ("k", "lookahead", "draft_slots", "max_model_len", "acceptance", "async_scheduling",
+                 "can_skip_drafts", "input_budget", "step", "pending")
 
     def __init__(self, cfg: EngineConfig) -> None:
         spec = cfg.speculative_config
@@ -40,11 +40,13 @@ class SpecDecode:
         self.acceptance = (None if cfg.acceptance_rate is None
                            else Acceptance(cfg.acceptance_rate, cfg.acceptance_seed))
         self.async_scheduling = cfg.async_scheduling
-        self.v1_runner = not cfg.use_v2_model_runner
         # the V2 runner skips drafting where nobody can use the drafts, for drafters with lookahead (319-321)
         self.can_skip_drafts = self.lookahead > 0 and cfg.use_v2_model_runner
         self.input_budget = cfg.max_num_batched_tokens
         self.step = SpecStep()
+        # async scheduling (S9): the last step's outcome per request that sampled in it, which vLLM processes only
+        # after the next schedule(): (tokens gained, computed tokens rolled back, 1 + drafts placeholders)
+        self.pending: dict[RequestState, tuple[int, int, int]] = {}
 
     def begin(self, budget: int) -> SpecStep:
         """A new schedule(): the input budget in full (max_num_batched_tokens), a new step."""
@@ -52,24 +54,38 @@ class SpecDecode:
         self.step = SpecStep()
         return self.step
 
-    # -- the running loop (S1, S2, S6) --------------------------------------------------------------------------
+    # -- vLLM's view of a request ----------------------------------------------------------------------------------
+    def view(self, s: RequestState) -> tuple[int, int, int]:
+        """(num_tokens, num_computed_tokens, num_output_placeholders) as vLLM's scheduler sees them: under async
+        scheduling the last step's output is still in flight (its tokens not appended, its rollbacks not made,
+        1 + its drafts held as placeholders); synchronously the request's own."""
+        new, back, placeholders = self.pending.get(s, NOTHING_PENDING)
+        return s.num_tokens - new, s.num_computed_tokens + back, placeholders
+
+    def computed(self, s: RequestState) -> int:
+        return s.num_computed_tokens + self.pending.get(s, NOTHING_PENDING)[1]
+
+    # -- the running loop (S1, S2, S6, S9) --------------------------------------------------------------------------
     def out_of_slots(self) -> bool:
         """The scan stops once the input budget cannot hold a request's draft slots (797, 1068)."""
         return self.input_budget <= self.draft_slots
 
     def num_new_tokens(self, s: RequestState) -> int:
         """What a running request asks for: its known tokens, its drafts and its tokens in flight, less those
-        computed (838-843)."""
-        return (s.request.prompt_len + s.num_output_tokens + s.num_spec_token_ids + s.num_output_placeholders
-                - s.num_computed_tokens)
+        computed (838-843); none under async scheduling once it finishes even with every draft in flight
+        rejected (799-811)."""
+        num_tokens, computed, placeholders = self.view(s)
+        if placeholders and computed + 2 - placeholders >= s.request.prompt_len + s.request.output_len:
+            return 0
+        return num_tokens + s.num_spec_token_ids + placeholders - computed
 
     def cap(self, s: RequestState, n: int) -> int:
         """The input budget less the draft slots, and the model length less one sampled token (845-857)."""
-        return min(n, self.input_budget - self.draft_slots, self.max_model_len - s.num_computed_tokens - 1)
+        return min(n, self.input_budget - self.draft_slots, self.max_model_len - self.computed(s) - 1)
 
     def slots(self, s: RequestState, n: int) -> int:
         """Lookahead KV slots past `n` scheduled tokens, the whole capped at max_model_len (S3, S6)."""
-        end = s.num_computed_tokens + n
+        end = self.computed(s) + n
         return max(0, min(end + self.lookahead, self.max_model_len) - end)
 
     def blocks_for_slots(self, computed: int, n: int, block_size: int) -> int:
@@ -83,7 +99,8 @@ class SpecDecode:
         held = s.num_spec_token_ids
         self.step.before[s] = held
         if held:
-            d = min(held, n + s.num_computed_tokens - s.num_tokens - s.num_output_placeholders)
+            num_tokens, computed, placeholders = self.view(s)
+            d = min(held, n + computed - num_tokens - placeholders)
             if d > 0:
                 self.step.drafts[s] = d
             s.num_spec_token_ids = 0
@@ -112,38 +129,38 @@ class SpecDecode:
 
     # -- after schedule() ------------------------------------------------------------------------------------------
     def finish_schedule(self, scheduled: dict[RequestState, int]) -> SpecStep:
-        """skip_drafts (informational: it cannot change a schedule, S11), then each verification's acceptance."""
+        """skip_drafts (informational: it cannot change a schedule, S11), each verification's acceptance, and under
+        async scheduling K placeholder drafts on every request that samples (S9)."""
         step = self.step
         step.skip_drafts = self.can_skip_drafts and all(self._drafts_unused(s, n) for s, n in scheduled.items())
         step.draw(self.acceptance)
         if self.async_scheduling:
-            self._placeholders(scheduled)
+            for s, n in scheduled.items():
+                num_tokens, computed, placeholders = self.view(s)
+                if computed + n >= num_tokens + placeholders:  # (not a partial prompt chunk)
+                    s.num_spec_token_ids = self.k
         return step
 
     def _drafts_unused(self, s: RequestState, n: int) -> bool:
         """Drafts proposed after this step would go unused: a partial prompt chunk, or a request sure to finish
         even with every draft rejected (`_drafts_unused`, 502-545)."""
-        if s.num_computed_tokens + n < s.num_tokens:
+        num_tokens, computed, placeholders = self.view(s)
+        if computed + n < num_tokens:
             return True
-        least = s.num_output_tokens + 1 + (1 if s.num_output_placeholders else 0)
+        least = num_tokens - s.request.prompt_len + 1 + (1 if placeholders else 0)
         return least >= s.request.output_len
 
-    def _placeholders(self, scheduled: dict[RequestState, int]) -> None:
-        """S9: every request but a partial chunk holds 1 + its drafts in flight, and K placeholder drafts."""
-        for s, n in scheduled.items():
-            if s.num_computed_tokens + n < s.num_tokens + s.num_output_placeholders:
-                continue  # a partial prompt chunk
-            s.num_output_placeholders += 1 + self.step.drafts.get(s, 0)
-            s.num_spec_token_ids = self.k
-
-    # -- after the step (synchronous engine core's post_step) ------------------------------------------------------
-    def propose(self, scheduled: dict[RequestState, int]) -> None:
-        """The drafter's proposals for the requests the step ran: K drafts each (the V1 runner's variable n-gram
-        proposals: min(draft_lens[i], K)), none after a partial prompt chunk, none to a finished request (S8)."""
+    # -- after the step ------------------------------------------------------------------------------------------
+    def after_step(self, scheduled: dict[RequestState, int]) -> None:
+        """Synchronously, the engine core's post_step hands the drafter's proposals to the requests the step ran:
+        K drafts each (the V1 runner's variable n-gram proposals: min(draft_lens[i], K)), none after a partial
+        prompt chunk, none to a finished request (S8). Asynchronously it hands back nothing (the placeholders stand
+        for the drafts), and what vLLM has not seen of this step is kept for the next schedule()."""
         if self.async_scheduling:
-            return  # the async engine core never hands drafts back: the placeholders stand for them
+            self._keep_pending()
+            return
         for s in scheduled:
-            if s.is_finished or s.status.value != "running":
+            if s.status is not RequestStatus.RUNNING:  # (finished, or preempted)
                 continue
             if s.is_prefill_chunk:
                 s.num_spec_token_ids = 0
@@ -155,3 +172,12 @@ class SpecDecode:
             else:
                 s.num_spec_token_ids = 0 if self.step.skip_drafts else self.k
 
+    def _keep_pending(self) -> None:
+        step, pending = self.step, {}
+        for s, gained in step.outputs.items():
+            d, a = step.drafts.get(s, 0), step.accepted.get(s, 0)
+            pending[s] = (gained, d - a + 1 + a - gained, 1 + d)
+        self.pending = pending
+
+
+NOTHING_PENDING = (0, 0, 0)

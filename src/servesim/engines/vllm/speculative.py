@@ -40,7 +40,7 @@ UNMODELLED = ("quantization", "revision", "code_revision", "enforce_eager", "max
 KEYS = ("method", "num_speculative_tokens", "parallel_drafting", *DESCRIPTIVE)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class SpeculativeConfig:
     method: str
     num_speculative_tokens: int
@@ -95,6 +95,9 @@ class SpeculativeConfig:
         """Prefill tokens past the computed range the drafter reads: 1 for eagle-family drafters (the single-module
         MTP included), else 0. A chunk never ends within it of the prompt's end, which for 1 changes nothing."""
         return 1 if self.use_eagle else 0
+
+    def __repr__(self) -> str:  # (as the flag takes it: messages name the config the user gave)
+        return json.dumps(self.as_dict())
 
     def as_dict(self) -> dict[str, Any]:
         """The keys given (vLLM's names), for messages and records."""
