@@ -438,7 +438,7 @@ class Engine:
         step_log = self.log.freeze(self.kv.usable_blocks)
         clock = TokenClock(step_log.end_time, self.live.skip())  # the same floats as each step's `end`
         self.fast.close()
-        timelines = timelines_from_states(self.states, clock)
+        timelines = timelines_from_states(self.states, clock, cfg.speculative_config is not None)
         kv = self.kv
         prefix = None
         if self.sched.prefix:

@@ -259,6 +259,9 @@ class RequestTimeline:
     clock: TokenClock | None = None
     num_cached_tokens: int = 0  # vLLM's: the prefix-cache hit tokens of its first admission
     cached_from: str | None = None  # the request whose cached blocks served those hits (the last hit block's)
+    # the tokens it produced, when a step can bring several (speculative decoding: `token_steps` then holds the
+    # steps that brought tokens, as a client sees its streamed chunks); None: one token per token step
+    num_output_tokens: int | None = None
 
     @property
     def token_times(self) -> tuple[float, ...]:
@@ -267,6 +270,8 @@ class RequestTimeline:
 
     @property
     def num_tokens(self) -> int:
+        if self.num_output_tokens is not None:
+            return self.num_output_tokens
         return sum(self.token_steps[1::2])
 
     @property

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from servesim.engine.kv import blocks_for
 from servesim.engine.request import Request
 from servesim.engine.scheduler import Scheduler
 from servesim.engines.config import GIB, EngineConfig, resolve_shared
@@ -51,9 +52,28 @@ def _check_speculation(cfg: EngineConfig, requests: Sequence[Request]) -> None:
         raise ConfigError("async_scheduling with speculative_config.method ngram: vLLM 0.33's V1 model runner refuses "
                           "it (\"Async scheduling is not supported by the V1 model runner with ngram-based "
                           "speculative decoding\"); use the V2 runner (use_v2_model_runner) or synchronous scheduling")
+    if cfg.max_num_batched_tokens <= spec.max_num_new_slots_for_drafting:
+        raise ConfigError(f"max_num_batched_tokens {cfg.max_num_batched_tokens}: with {spec.method}'s "
+                          f"{spec.max_num_new_slots_for_drafting} input slots per request for drafting nothing could "
+                          "ever be scheduled; raise it")
+    room = cfg.max_num_batched_tokens - spec.max_num_new_slots_for_drafting
+    if not cfg.enable_chunked_prefill and room < cfg.max_model_len:
+        raise ConfigError(f"max_num_batched_tokens ({cfg.max_num_batched_tokens}) less {spec.method}'s "
+                          f"{spec.max_num_new_slots_for_drafting} input slots for drafting is smaller than "
+                          f"max_model_len ({cfg.max_model_len}) with chunked prefill off: the longest prompt could "
+                          "never be scheduled; raise max_num_batched_tokens or enable chunked prefill")
     if cfg.preemption_mode == "swap":
         raise ConfigError("speculative_config with preemption_mode swap: vLLM v1, which speculates, has no swap; "
                           "use preemption_mode recompute")
+    usable = cfg.usable_blocks
+    for r in requests if usable is not None else ():
+        # its last step: all but its last token computed, 1 + K scheduled and the lookahead past them (S3, S6)
+        tokens = min(r.prompt_len + r.output_len - 1 + spec.num_speculative_tokens + spec.num_lookahead_tokens,
+                     cfg.max_model_len)
+        if blocks_for(tokens, cfg.block_size) > usable:
+            raise ConfigError(f"request {r.request_id} needs {blocks_for(tokens, cfg.block_size)} KV blocks of "
+                              f"{cfg.block_size} tokens with its drafts and the drafter's lookahead, and the pool has "
+                              f"{usable} usable (num_gpu_blocks {cfg.num_gpu_blocks} minus vLLM's null block)")
     if cfg.acceptance_rate is None:
         missing = next((r.request_id for r in requests if r.accept is None), None)
         if missing is not None:
