@@ -200,3 +200,17 @@ def test_speculation_refusals_are_one_line_naming_the_field():
     for policy in ("sglang", "vllm-v0", "continuous"):
         with pytest.raises(ConfigError, match="speculative_config"):
             simulate([a], EngineConfig(speculative_config=NGRAM3, acceptance_rate=0.5), policy, "unit")
+
+
+def test_accepted_drafts_blocks_are_cached_after_the_step():
+    # Blocks of 4, prefix caching, A's ids covering prompt and answer (hash_scope "sequence": 4 + 5 tokens, 3 ids).
+    # Step 0 prefills A's 4 tokens (block 0 cached when scheduled). Step 1 verifies 3 drafts, all accepted: 4
+    # tokens, its last, and 8 computed; vLLM caches the blocks of the computed tokens after the step (block 1,
+    # tokens 4-7) before freeing A, so block 1 goes back to the free queue hashed. B (step 2, prompt 12 = A's two
+    # blocks and one of its own) hits both: 8 cached tokens (at most floor(11 / 4) = 2 blocks).
+    a = Request("A", 0.0, 4, 5, hash_ids=(1, 2, 3), hash_scope="sequence", accept=(3,))
+    b = Request("B", 2.0, 12, 1, hash_ids=(1, 2, 9), accept=(0,))
+    r = spec_run([a, b], max_num_batched_tokens=32, block_size=4, num_gpu_blocks=20)
+    assert r.steps[1].finished == ("A",)
+    (_, entry), = entries(r, "B")
+    assert (entry.num_cached_tokens, entry.num_scheduled_tokens) == (8, 4)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from servesim.engine.kv import blocks_for
 from servesim.engine.queue import priority_key
 from servesim.engine.records import Reason
-from servesim.engine.request import RequestState
+from servesim.engine.request import RequestState, RequestStatus
 from servesim.engine.scheduler import Scheduler, SchedulerOutput
 from servesim.engines.vllm.kv_cache_manager import PrefixCachingKV
 from servesim.engines.vllm.spec_decode import SpecDecode
@@ -52,6 +52,8 @@ class VLLMScheduler(Scheduler):
     def finish(self, s: RequestState) -> None:
         if self.prefix and self.config.async_scheduling:
             self.kv.cache_finished(s)
+        elif self.prefix and self.spec is not None:  # (its accepted drafts' blocks, before they are freed)
+            self.kv.cache_upto(s, s.num_computed_tokens)
         super().finish(s)
 
     def blocks_held(self, states: list[RequestState]) -> int:
@@ -96,7 +98,12 @@ class VLLMScheduler(Scheduler):
         return out
 
     def _propose(self) -> None:
-        """After the step: the drafter's proposals (the synchronous engine core's post_step)."""
+        """After the step: the blocks its accepted drafts filled cached (synchronously; `update_from_output` with
+        speculation), the drafter's proposals (the engine core's post_step)."""
+        if self.prefix and not self.config.async_scheduling:
+            for s in self.out.spec.outputs:
+                if s.status is RequestStatus.RUNNING:
+                    self.kv.cache_upto(s, s.num_computed_tokens)
         self.spec.after_step(self.out.scheduled)
         self.in_flight = bool(self.spec.pending)
 
@@ -172,7 +179,10 @@ class VLLMScheduler(Scheduler):
         """KV for `n` more tokens (and the drafter's lookahead slots, S3)."""
         if self.spec is None:
             return self.kv.allocate(req, req.num_computed_tokens + n)
-        return self.kv.allocate(req, self.spec.computed(req) + n, self.spec.slots(req, n))
+        spec = self.spec
+        if self.prefix:  # (only the tokens vLLM knows are cached: under async not those in flight)
+            return self.kv.allocate(req, spec.computed(req) + n, spec.slots(req, n), spec.view(req)[0])
+        return self.kv.allocate(req, spec.computed(req) + n, spec.slots(req, n))
 
     def _admit_waiting(self, budget: int, cap: int) -> None:
         waiting, spec = self.waiting, self.spec
