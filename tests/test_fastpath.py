@@ -273,3 +273,11 @@ def test_sglang_bounded_pool_keeps_the_cohort_through_prefills_and_evictions(mon
     same_timelines(fast, slow)
     same_records(fast, slow)
     assert taken["prefill"] > 0 and taken["room"] > 0
+
+
+@SETTINGS
+@given(scenarios(speculation=True))
+def test_speculative_decoding_fast_path_is_step_by_step(scenario):
+    # speculation runs every step through schedule() (a decode there is 1 + K tokens, not the cohort's one): the
+    # fast path's run is the step-by-step run, record for record
+    test_full_records_are_identical.hypothesis.inner_test(scenario)

@@ -1,6 +1,7 @@
 """Invariants over random small workloads and configurations (Hypothesis)."""
 
 from collections import Counter
+from dataclasses import replace
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -10,10 +11,12 @@ from servesim.engine.kv import blocks_for
 from servesim.engine.request import Request
 from servesim.engines.config import EngineConfig
 from servesim.engines.registry import policy_class
+from servesim.engines.vllm.speculative import SpeculativeConfig
 
 
 @st.composite
-def scenarios(draw):
+def scenarios(draw, speculation: bool = False):
+    """A small workload, config and policy; `speculation`: vLLM's with speculative decoding on (else drawn)."""
     n = draw(st.integers(1, 8))
     requests = [
         Request(f"r{i}", float(draw(st.integers(0, 12))), draw(st.integers(1, 60)), draw(st.integers(1, 12)),
@@ -39,7 +42,9 @@ def scenarios(draw):
         async_scheduling=draw(st.booleans()),
         watermark=draw(st.sampled_from([0.0, 0.0, 0.1])) if gpu_blocks and gpu_blocks > 20 else 0.0,
     )
-    policy = draw(st.sampled_from(["vllm", "vllm", "continuous", "static"]))
+    policy = "vllm" if speculation else draw(st.sampled_from(["vllm", "vllm", "continuous", "static"]))
+    if speculation or policy == "vllm" and draw(st.integers(0, 2)) == 0:
+        requests, config = speculative(draw, requests, config, longest)
     if policy != "vllm":
         config = EngineConfig(**{**{f: getattr(config, f) for f in EngineConfig.field_names()},
                                  "enable_chunked_prefill": False,
@@ -47,6 +52,41 @@ def scenarios(draw):
                                  # what the policy never reads is refused when given: at its default
                                  **{k: getattr(EngineConfig(), k) for k in policy_class(policy).unread}})
     return requests, config, policy
+
+
+def speculative(draw, requests, config, longest):
+    """vLLM's speculative decoding on: a method and K, each request's acceptance (its own list, else the run's
+    seeded rates), the V1 runner's variable proposals, a pool that holds a lone request's drafts and lookahead."""
+    method = draw(st.sampled_from(["ngram", "eagle", "eagle3", "mtp", "draft_model"]))
+    k = draw(st.integers(1, 4))
+    spec = SpeculativeConfig(method, k, parallel_drafting=method in ("eagle", "eagle3", "draft_model")
+                             and draw(st.booleans()))
+    rates = draw(st.one_of(st.none(), st.lists(st.sampled_from([0.0, 0.3, 0.7, 1.0]), min_size=1, max_size=3)))
+    v2 = draw(st.booleans()) or (config.async_scheduling and method == "ngram")
+    own = st.lists(st.integers(0, k + 1), min_size=1, max_size=4).map(tuple)
+    requests = [replace(r, accept=draw(own if rates is None else st.one_of(st.none(), own)),
+                        draft_lens=None if v2 else draw(st.one_of(st.none(), own))) for r in requests]
+    blocks = config.num_gpu_blocks and max(config.num_gpu_blocks, blocks_for(longest, config.block_size) + 1)
+    # (a draft model's input slots come out of the budget: chunking off, the longest prompt must still fit)
+    budget = config.max_num_batched_tokens + (0 if config.enable_chunked_prefill else
+                                              spec.max_num_new_slots_for_drafting)
+    budget = max(budget, spec.max_num_new_slots_for_drafting + 1)
+    return requests, replace(config, speculative_config=spec, acceptance_rate=rates and tuple(rates),
+                             acceptance_seed=draw(st.integers(0, 3)), use_v2_model_runner=v2,
+                             preemption_mode="recompute", num_cpu_blocks=None, num_gpu_blocks=blocks,
+                             max_num_batched_tokens=budget)
+
+
+def net_tokens(entry, request) -> int:
+    """The computed tokens an entry adds once its rejected drafts and the tokens past the request's last are
+    rolled back (speculative decoding; without it, its scheduled tokens)."""
+    k = entry.num_scheduled_tokens
+    if not entry.samples_token:
+        return k
+    # (async speculation: a request scheduled once more after its last token gains nothing, and computes nothing)
+    sampled = 1 + entry.num_accepted
+    kept = min(sampled, request.output_len - (entry.num_tokens_before - request.prompt_len))
+    return k - (entry.num_spec_tokens - entry.num_accepted) - (sampled - kept)
 
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -61,7 +101,8 @@ def test_invariants_hold_and_every_request_finishes(scenario):
     by_id = {q.request_id: q for q in requests}
     for t in r.requests:
         assert t.finish_time is not None
-        assert len(t.token_times) == by_id[t.id].output_len
+        assert t.num_tokens == by_id[t.id].output_len  # (speculative decoding: a step can bring several)
+        assert len(t.token_times) <= t.num_tokens
         assert list(t.token_times) == sorted(t.token_times)
         assert t.token_times[0] > t.arrival_time
     for s in r.steps:
@@ -75,10 +116,10 @@ def test_invariants_hold_and_every_request_finishes(scenario):
 def test_tokens_are_neither_lost_nor_duplicated_across_preemptions(scenario):
     requests, config, policy = scenario
     r = simulate(requests, config, policy, "unit")
-    processed = Counter()
+    processed, by_id = Counter(), {q.request_id: q for q in requests}
     for s in r.steps:
         for e in s.scheduled:
-            processed[e.id] += e.num_scheduled_tokens
+            processed[e.id] += net_tokens(e, by_id[e.id])
     discarded = Counter()
     for p in r.preemptions:
         discarded[p.id] += p.tokens_discarded
@@ -93,9 +134,10 @@ def test_swap_and_recompute_produce_the_same_output_tokens(scenario):
     requests, config, policy = scenario
     fields = {f: getattr(config, f) for f in EngineConfig.field_names()}
     outs = []
-    for mode in ("recompute", "swap") if "preemption_mode" not in policy_class(policy).unread else ("recompute",):
+    swaps = "preemption_mode" not in policy_class(policy).unread and config.speculative_config is None
+    for mode in ("recompute", "swap") if swaps else ("recompute",):  # (vLLM v1, which speculates, has no swap)
         r = simulate(requests, EngineConfig(**{**fields, "preemption_mode": mode}), policy, "unit")
-        outs.append({t.id: len(t.token_times) for t in r.requests})
+        outs.append({t.id: t.num_tokens for t in r.requests})
     assert all(out == {q.request_id: q.output_len for q in requests} for out in outs)
 
 
@@ -104,3 +146,12 @@ def test_swap_and_recompute_produce_the_same_output_tokens(scenario):
 def test_the_same_input_gives_the_same_records(scenario):
     requests, config, policy = scenario
     assert simulate(requests, config, policy, "toy") == simulate(requests, config, policy, "toy")
+
+
+@SETTINGS
+@given(scenarios(speculation=True))
+def test_speculative_decoding_keeps_every_invariant(scenario):
+    # with speculation always on: the budget and KV invariants after every step, every request finishing with its
+    # output_len tokens, and the computed tokens net of rejected drafts and trimmed tokens adding up
+    test_invariants_hold_and_every_request_finishes.hypothesis.inner_test(scenario)
+    test_tokens_are_neither_lost_nor_duplicated_across_preemptions.hypothesis.inner_test(scenario)

@@ -40,9 +40,10 @@ class KVCache:
     def can_fit(self, num_blocks: int, reserve: int = 0) -> bool:
         return self.free_blocks is None or num_blocks + reserve <= self.free_blocks
 
-    def allocate(self, state: RequestState, num_tokens_after: int) -> bool:
-        """Grow `state`'s allocation to hold `num_tokens_after` tokens; False (and no change) if it does not fit."""
-        need = -(-num_tokens_after // self.block_size) - state.num_blocks  # blocks_needed, inlined: hot path
+    def allocate(self, state: RequestState, num_tokens_after: int, lookahead: int = 0) -> bool:
+        """Grow `state`'s allocation to hold `num_tokens_after` tokens and `lookahead` slots past them (a drafter's,
+        vLLM's num_lookahead_tokens); False (and no change) if it does not fit."""
+        need = -(-(num_tokens_after + lookahead) // self.block_size) - state.num_blocks  # (blocks_needed: hot path)
         if need <= 0:
             return True
         if self.free_blocks is not None:

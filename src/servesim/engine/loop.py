@@ -22,6 +22,7 @@ from servesim.engine.request import Request, RequestState, RequestStatus
 from servesim.engine.resolve import fit_to_max_model_len, resolve_config, too_long
 from servesim.engine.result import PrefixCacheStats, SimResult
 from servesim.engine.scheduler import Scheduler, SchedulerOutput
+from servesim.engine.speculation import verified
 from servesim.engine.steplog import StepLog
 from servesim.engine.timelines import timelines_from_states
 from servesim.engine.token_runs import LiveSteps
@@ -327,7 +328,7 @@ class Engine:
 
     def idle(self, out: SchedulerOutput) -> bool:
         """Nothing can run: the clock jumps to the next arrival, and no step is recorded."""
-        if out.scheduled or out.preempted or self.release:
+        if out.scheduled or out.preempted or self.release or self.sched.in_flight:
             return False
         if out.processed_only:  # (SGLang's overlap loop: no forward, the last result processed; no time passes)
             return True
@@ -373,6 +374,7 @@ class Engine:
                 swap_out_blocks=out.swap_out_blocks, finished_observed=tuple(observed),
                 cached_free_blocks_after_schedule=cached_free, forward_mode=out.forward_mode,
                 new_token_ratio=out.new_token_ratio, chunked_request=out.chunked_request,
+                skip_drafts=out.spec is not None and out.spec.skip_drafts,
             ))
         self.arrivals = []
         self.now = end
@@ -394,7 +396,11 @@ class Engine:
         now, step, finished = self.now, self.step, []
         for s in out.preempted:
             s.preempted_at = now
+        spec = out.spec
+        drafts = spec.drafts if spec is not None else None
         for s, k in items:
+            if s.status is RequestStatus.FINISHED:  # (async speculative decoding: scheduled once more before its
+                continue  # last output was processed; the step's work for it is discarded)
             s.num_cached_tokens = 0  # told in this step's record
             if s.first_scheduled_time is None:
                 s.first_scheduled_time = now
@@ -404,8 +410,13 @@ class Engine:
                 s.time_preempted += now - s.preempted_at
                 s.preempted_at = None
             s.num_computed_tokens += k
-            if s.num_computed_tokens == s.request.prompt_len + s.num_output_tokens:  # reached num_tokens: sample
-                s.num_output_tokens += 1
+            d = drafts.get(s, 0) if drafts else 0
+            if s.num_computed_tokens - d == s.request.prompt_len + s.num_output_tokens:  # reached num_tokens: sample
+                # (speculative decoding: the accepted drafts and one more, past the rejected ones' rollback)
+                gained = verified(s, d, spec.accepted[s]) if d else 1
+                s.num_output_tokens += gained
+                if spec is not None:
+                    spec.outputs[s] = gained
                 s.sampled(step, 1, self.live)
                 s.sampled_since_admission = True
                 if s.num_output_tokens == s.request.output_len:
@@ -427,7 +438,7 @@ class Engine:
         step_log = self.log.freeze(self.kv.usable_blocks)
         clock = TokenClock(step_log.end_time, self.live.skip())  # the same floats as each step's `end`
         self.fast.close()
-        timelines = timelines_from_states(self.states, clock)
+        timelines = timelines_from_states(self.states, clock, cfg.speculative_config is not None)
         kv = self.kv
         prefix = None
         if self.sched.prefix:
@@ -462,7 +473,8 @@ def _longest(requests: Sequence[Request]) -> int:
 
 
 def step_shape(items: list[tuple[RequestState, int]]) -> tuple[StepShape, int, int]:
-    """What schedule() chose as the cost model's `StepShape`, with its prefill tokens and decodes."""
+    """What schedule() chose as the cost model's `StepShape`, with its prefill tokens and decodes (a decode's new
+    tokens include the drafts it verifies)."""
     new_tokens, context, decode = [], [], []
     num_sampled = num_prefill = num_decodes = 0
     for s, k in items:
@@ -473,21 +485,26 @@ def step_shape(items: list[tuple[RequestState, int]]) -> tuple[StepShape, int, i
             num_decodes += 1
         else:
             num_prefill += k
-        if s.num_computed_tokens + k == s.request.prompt_len + s.num_output_tokens:  # reaches num_tokens
+        if s.num_computed_tokens + k >= s.request.prompt_len + s.num_output_tokens:  # reaches num_tokens
             num_sampled += 1
     return StepShape(tuple(new_tokens), tuple(context), tuple(decode), num_sampled), num_prefill, num_decodes
 
 
 def scheduled_entries(items: list[tuple[RequestState, int]], out: SchedulerOutput) -> list[ScheduledEntry]:
     """The step record's entries of what schedule() chose, before the step runs."""
-    return [
-        ScheduledEntry(
-            s.request_id, k, Kind.DECODE if s.sampled_since_admission else Kind.PREFILL,
-            s.num_computed_tokens - s.num_cached_tokens, s.num_tokens, s in out.resumed,
-            s.num_computed_tokens + k == s.num_tokens, s.num_blocks, s.num_cached_tokens,
-        )
-        for s, k in items
-    ]
+    spec = out.spec
+    if spec is not None:
+        return [_entry(s, k, out, spec.drafts.get(s, 0), spec.accepted.get(s, 0), spec.before.get(s, 0),
+                       s in spec.padded) for s, k in items]
+    return [_entry(s, k, out) for s, k in items]
+
+
+def _entry(s: RequestState, k: int, out: SchedulerOutput, *spec) -> ScheduledEntry:
+    return ScheduledEntry(
+        s.request_id, k, Kind.DECODE if s.sampled_since_admission else Kind.PREFILL,
+        s.num_computed_tokens - s.num_cached_tokens, s.num_tokens, s in out.resumed,
+        s.num_computed_tokens + k >= s.num_tokens, s.num_blocks, s.num_cached_tokens, *spec,
+    )
 
 
 def assert_invariants(sched, states: list[RequestState], out, cfg: EngineConfig) -> None:

@@ -48,6 +48,12 @@ class ScheduledEntry:
     samples_token: bool  # the chunk reaches num_tokens, so one token is sampled
     num_blocks: int  # KV blocks held after this step's allocation
     num_cached_tokens: int = 0  # prefix-cache hit tokens this (re)admission started with (not counted above)
+    # speculative decoding: drafts among num_scheduled_tokens (verified this step), of them accepted, the drafts
+    # the request held before schedule(), and whether the scheduler padded them in (vLLM: never accepted)
+    num_spec_tokens: int = 0
+    num_accepted: int = 0
+    drafts_before: int = 0
+    spec_padded: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +185,8 @@ class StepRecord:
     forward_mode: str | None = None
     new_token_ratio: float | None = None
     chunked_request: str | None = None
+    # vLLM's speculative decoding: the drafter proposes nothing after this step (nobody could use the drafts)
+    skip_drafts: bool = False
 
     def __post_init__(self) -> None:
         if type(self.scheduled) is not Scheduled:
@@ -251,6 +259,9 @@ class RequestTimeline:
     clock: TokenClock | None = None
     num_cached_tokens: int = 0  # vLLM's: the prefix-cache hit tokens of its first admission
     cached_from: str | None = None  # the request whose cached blocks served those hits (the last hit block's)
+    # the tokens it produced, when a step can bring several (speculative decoding: `token_steps` then holds the
+    # steps that brought tokens, as a client sees its streamed chunks); None: one token per token step
+    num_output_tokens: int | None = None
 
     @property
     def token_times(self) -> tuple[float, ...]:
@@ -259,6 +270,8 @@ class RequestTimeline:
 
     @property
     def num_tokens(self) -> int:
+        if self.num_output_tokens is not None:
+            return self.num_output_tokens
         return sum(self.token_steps[1::2])
 
     @property

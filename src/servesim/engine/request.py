@@ -59,6 +59,11 @@ class Request:
     # generation, or an API call without it): only a prompt of max_model_len tokens or more is refused, and the
     # output is cut at max_model_len - prompt_len (vLLM's check_stop / get_max_tokens)
     sends_max_tokens: bool = True
+    # speculative decoding (`servesim.engine.acceptance`): the drafts accepted at its i-th verification step,
+    # accept[i % len] (None: the run's acceptance rates decide); and the V1 model runner's variable proposals, the
+    # i-th of min(draft_lens[i % len], K) drafts (None: K each, as vLLM 0.33's default V2 runner proposes)
+    accept: tuple[int, ...] | None = None
+    draft_lens: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         _check_count("prompt_len", self.prompt_len, 1)
@@ -78,6 +83,11 @@ class Request:
         for name in ("ignore_eos", "sends_max_tokens"):
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"{name} must be true or false, got {getattr(self, name)!r}")
+        for name in ("accept", "draft_lens"):
+            v = getattr(self, name)
+            if v is not None and (not isinstance(v, tuple) or not v or not all(
+                    isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in v)):
+                raise ValueError(f"{name} must be a non-empty tuple of integers >= 0, got {v!r}")
 
     @property
     def hashed_len(self) -> int:
@@ -107,6 +117,8 @@ def unchecked_requests(ids, arrival_time, prompt_len, output_len, priority, hash
         put(r, "think_time", 0.0)
         put(r, "ignore_eos", False)
         put(r, "sends_max_tokens", True)
+        put(r, "accept", None)
+        put(r, "draft_lens", None)
         out.append(r)
     return out
 
@@ -146,6 +158,13 @@ class RequestState:
     # request whose block served the last of those hits (its index; -1: none)
     first_cached_tokens: int = -1
     cached_from: int = -1
+    # speculative decoding (`servesim.engines.vllm.spec_decode`): the drafts it holds for its next step (the length
+    # of vLLM's spec_token_ids); verification steps, proposals, drafts verified and accepted so far
+    num_spec_token_ids: int = 0
+    num_verify_steps: int = 0
+    num_proposals: int = 0
+    num_draft_tokens: int = 0
+    num_accepted_tokens: int = 0
 
     @property
     def request_id(self) -> str:

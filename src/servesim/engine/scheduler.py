@@ -13,6 +13,7 @@ from servesim.engine.kv import KVCache, blocks_for
 from servesim.engine.queue import make_queue
 from servesim.engine.records import Preemption, Reason, Waiting
 from servesim.engine.request import RequestState, RequestStatus
+from servesim.engine.speculation import SpecStep
 from servesim.engines.config import EngineConfig
 
 # the ledger's mode for a victim whose last token was in flight (async scheduling): dropped, never recomputed
@@ -37,6 +38,7 @@ class SchedulerOutput:
     chunked_request: str | None = None
     # SGLang's overlap loop: an iteration that ran no forward, only processed the last step's result (no step)
     processed_only: bool = False
+    spec: SpecStep | None = None  # speculative decoding: the drafts each request verifies in this step
 
 
 class Scheduler:
@@ -54,6 +56,8 @@ class Scheduler:
     end_step = None  # a policy's hook after each step has run (SGLang inserts prefilled tokens in its radix tree)
     unprocessed = False  # True: a step's result is still to be processed (SGLang's overlap loop): run once more
     holds_finished = False  # True: finished requests hold KV until the next step's end (`release_held`)
+    in_flight = False  # True: a step's output is still to be processed though nothing was scheduled (vLLM's async
+    #                    speculative decoding): the step runs empty, as vLLM's engine core drains its batch queue
     idle_iterations = 0  # iterations that ran no forward, only processed the last step's result (SGLang overlap)
     after_stretch = None  # a policy's hook after the fast path's stretch of steps (before its last record)
     # shared knobs the policy never reads, and why: refused when given (`engine.resolve`), never silently ignored
@@ -124,6 +128,7 @@ class Scheduler:
         blocks = victim.num_blocks
         repeat = victim.num_preemptions > 0
         victim.num_preemptions += 1
+        victim.num_spec_token_ids = 0  # (speculative decoding: its drafts are dropped)
         if victim.status is RequestStatus.FINISHED:
             # async scheduling: its last token is in flight and still finishes it, so it only gives its blocks
             # back now (the engine's release then has nothing left to free) and nothing is recomputed

@@ -17,6 +17,9 @@ from servesim.engine.token_runs import expand
 FLOAT_COLUMNS = ("arrival_time", "first_scheduled_time", "finish_time", "time_preempted")
 INT_COLUMNS = ("prompt_len", "output_len", "priority", "num_preemptions", "num_prefill_chunks", "num_cached_tokens",
                "cached_from")  # cached_from: the index of the request whose blocks served the hits (-1: none)
+# the tokens each request produced (speculative decoding: a step can bring several); None where every token step
+# brought one (a cluster's, a hand-made result's)
+OUTPUTS = "num_output_tokens"
 
 
 class Timelines(Sequence[RequestTimeline]):
@@ -25,13 +28,14 @@ class Timelines(Sequence[RequestTimeline]):
     over the clock's live steps (`servesim.engine.token_runs`); `step_runs()` gives them as runs of consecutive
     steps."""
 
-    __slots__ = ("ids", *FLOAT_COLUMNS, *INT_COLUMNS, "run_offsets", "runs", "clock", "_steps")
+    __slots__ = ("ids", *FLOAT_COLUMNS, *INT_COLUMNS, OUTPUTS, "run_offsets", "runs", "clock", "_steps")
 
     def __init__(self, ids: list[str], columns: dict[str, np.ndarray], run_offsets: np.ndarray, runs: np.ndarray,
                  clock: TokenClock | None) -> None:
         self.ids = ids
         for name in (*FLOAT_COLUMNS, *INT_COLUMNS):
             setattr(self, name, columns[name])
+        self.num_output_tokens = columns.get(OUTPUTS)
         self.run_offsets, self.runs, self.clock = run_offsets, runs, clock
         self._steps: tuple[np.ndarray, np.ndarray, TokenClock | None] | None = None
 
@@ -62,6 +66,8 @@ class Timelines(Sequence[RequestTimeline]):
         }
         index = {r.id: i for i, r in enumerate(timelines)}
         columns["cached_from"] = [-1 if r.cached_from is None else index[r.cached_from] for r in timelines]
+        if any(r.num_output_tokens is not None for r in timelines):
+            columns[OUTPUTS] = [r.num_tokens for r in timelines]
         lengths = [len(r.token_steps) for r in timelines]
         runs = [v for r in timelines for v in r.token_steps]
         clock = next((r.clock for r in timelines if r.clock is not None), None)
@@ -76,6 +82,8 @@ class Timelines(Sequence[RequestTimeline]):
         missing = {"num_cached_tokens": 0, "cached_from": -1}  # (no prefix cache)
         arrays.update({name: np.array(columns[name], dtype=np.int64) if name in columns
                        else np.full(len(ids), missing[name], np.int64) for name in INT_COLUMNS})
+        if OUTPUTS in columns:
+            arrays[OUTPUTS] = np.array(columns[OUTPUTS], dtype=np.int64)
         offsets = np.zeros(len(ids) + 1, np.int64)
         np.cumsum(run_lengths, out=offsets[1:])
         return cls(ids, arrays, offsets, np.array(runs, dtype=np.int64), clock)
@@ -99,6 +107,7 @@ class Timelines(Sequence[RequestTimeline]):
             None if finish != finish else float(finish), int(self.num_preemptions[i]), int(self.priority[i]),
             int(self.num_prefill_chunks[i]), float(self.time_preempted[i]), self._steps[2],
             int(self.num_cached_tokens[i]), None if self.cached_from[i] < 0 else self.ids[self.cached_from[i]],
+            None if self.num_output_tokens is None else int(self.num_output_tokens[i]),
         )
 
     def __iter__(self) -> Iterator[RequestTimeline]:
@@ -129,6 +138,8 @@ class Timelines(Sequence[RequestTimeline]):
         return (self.ids == other.ids and self._steps[2] == other._steps[2]
                 and all(np.array_equal(getattr(self, c), getattr(other, c), equal_nan=True) for c in FLOAT_COLUMNS)
                 and all(np.array_equal(getattr(self, c), getattr(other, c)) for c in INT_COLUMNS)
+                and (self.num_output_tokens is None) == (other.num_output_tokens is None)
+                and (self.num_output_tokens is None or np.array_equal(self.num_output_tokens, other.num_output_tokens))
                 and np.array_equal(mine[1], theirs[1]) and np.array_equal(mine[0], theirs[0]))
 
     __hash__ = None
@@ -137,7 +148,7 @@ class Timelines(Sequence[RequestTimeline]):
         return f"Timelines({len(self)} requests)"
 
 
-def timelines_from_states(states: list, clock: TokenClock) -> Timelines:
+def timelines_from_states(states: list, clock: TokenClock, several_per_step: bool = False) -> Timelines:
     """The engine's request states (`RequestState`) as timelines in columns, in workload order; each state goes
     as its row is read (a million requests never hold both)."""
     order = sorted(range(len(states)), key=lambda i: states[i].index)
@@ -145,6 +156,9 @@ def timelines_from_states(states: list, clock: TokenClock) -> Timelines:
     ids, cols, lengths, runs = [], {name: [] for name in (*FLOAT_COLUMNS, *INT_COLUMNS)}, [], []
     arrival, first, finish, preempted = (cols[c] for c in FLOAT_COLUMNS)
     prompt, output, priority, num_preemptions, chunks, cached, cached_from = (cols[c] for c in INT_COLUMNS)
+    outputs = None
+    if several_per_step:  # (speculative decoding)
+        outputs = cols[OUTPUTS] = []
     for i in order:
         s, states[i] = states[i], None
         r = s.request
@@ -162,4 +176,6 @@ def timelines_from_states(states: list, clock: TokenClock) -> Timelines:
         cached_from.append(s.cached_from)  # a state's index is its workload row
         lengths.append(len(s.token_runs))
         runs += s.token_runs
+        if outputs is not None:
+            outputs.append(s.num_output_tokens)
     return Timelines.from_lists(ids, cols, lengths, runs, clock)

@@ -12,6 +12,7 @@ from typing import Any
 
 from servesim.engine.request import Request
 from servesim.engines.sglang.server_args import SGLangConfig
+from servesim.engines.vllm.speculative import SpeculativeConfig, speculative_config
 from servesim.errors import ConfigError
 
 PREEMPTION_MODES = ("recompute", "swap")
@@ -71,8 +72,20 @@ class EngineConfig:
     frontend_latency_per_token: float = 0.0
     # policy sglang: SGLang's own server arguments (`servesim.engines.sglang.server_args`); None = its defaults
     sglang: SGLangConfig | None = None
+    # vLLM's --speculative-config (`servesim.engines.vllm.speculative`; a dict or its JSON text is taken too);
+    # None = no speculative decoding
+    speculative_config: SpeculativeConfig | None = None
+    # vLLM 0.33's default model runner (V2); False: the V1 runner (variable n-gram proposals, `Request.draft_lens`;
+    # no async scheduling with n-gram drafts). Read only with speculative decoding
+    use_v2_model_runner: bool = True
+    # how many drafts a verification accepts (`servesim.engine.acceptance`), not an engine knob: per draft
+    # position, the probability it is accepted given those before were (one rate: every position); drawn per
+    # request from `acceptance_seed`. A request's own `accept` list overrides it. None: every request gives its own
+    acceptance_rate: tuple[float, ...] | None = None
+    acceptance_seed: int = 0
 
     def __post_init__(self) -> None:
+        _speculation(self)
         _positive("block_size", self.block_size)
         for name in ("max_num_batched_tokens", "max_num_seqs", "max_model_len", "num_gpu_blocks", "max_concurrency",
                      "max_num_active_seqs"):
@@ -190,6 +203,33 @@ class EngineConfig:
 
 SECTIONS = {"sglang": SGLangConfig}  # the engine sections: field name -> its class (`EngineSpec.section`)
 MAX_COUNT = 2**31 - 1  # tokens, blocks, sequences: the step log keeps them as 32-bit integers
+
+
+def _speculation(cfg: EngineConfig) -> None:
+    """The speculative-decoding fields normalized (a dict or JSON text as a `SpeculativeConfig`, one rate as a
+    tuple) and checked; those that mean nothing without speculative decoding refused."""
+    spec = cfg.speculative_config
+    if spec is not None and not isinstance(spec, SpeculativeConfig):
+        object.__setattr__(cfg, "speculative_config", speculative_config(spec))
+    rate = cfg.acceptance_rate
+    if isinstance(rate, int | float) and not isinstance(rate, bool):
+        object.__setattr__(cfg, "acceptance_rate", (float(rate),))
+    elif isinstance(rate, list):
+        object.__setattr__(cfg, "acceptance_rate", tuple(rate))
+    if cfg.acceptance_rate is not None:
+        from servesim.engine.acceptance import Acceptance
+
+        Acceptance(cfg.acceptance_rate, cfg.acceptance_seed)  # (checks both)
+    if not isinstance(cfg.use_v2_model_runner, bool):
+        raise ConfigError(f"use_v2_model_runner must be true or false, got {cfg.use_v2_model_runner!r}")
+    if cfg.speculative_config is None:
+        for name in ("acceptance_rate", "use_v2_model_runner", "acceptance_seed"):
+            if getattr(cfg, name) != _SPEC_DEFAULTS[name]:
+                raise ConfigError(f"{name} {getattr(cfg, name)!r} has no effect without speculative_config "
+                                  "(--speculative-config); drop it")
+
+
+_SPEC_DEFAULTS = {"acceptance_rate": None, "use_v2_model_runner": True, "acceptance_seed": 0}
 
 
 def _positive(name: str, value: object) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, fields
+from dataclasses import asdict, fields, is_dataclass
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -16,6 +16,8 @@ from servesim.output import open_output
 def _plain(value: Any) -> Any:
     if isinstance(value, Enum):
         return value.value
+    if is_dataclass(value) and not isinstance(value, type):  # (an engine's config section)
+        return _plain(asdict(value))
     if isinstance(value, dict):
         return {k: _plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
@@ -39,7 +41,7 @@ def timeline_to_dict(r: RequestTimeline) -> dict[str, Any]:
 
 
 def result_to_dict(result: SimResult) -> dict[str, Any]:
-    cfg = {f.name: getattr(result.config, f.name) for f in fields(result.config)}
+    cfg = _plain({f.name: getattr(result.config, f.name) for f in fields(result.config)})
     return {
         "policy": result.policy,
         "cost_model": result.cost_model,

@@ -12,3 +12,5 @@ class ContinuousScheduler(VLLMScheduler):
 
     name = "continuous"
     chunked = False
+    unread = {"speculative_config": "the lesson's continuous batching has no speculative decoding (--policy vllm "
+                                    "has)"}

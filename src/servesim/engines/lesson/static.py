@@ -16,6 +16,7 @@ class StaticScheduler(Scheduler):
         "long_prefill_token_threshold": "static batching never splits a prompt",
         "watermark": "static batching reserves each request's whole length when it joins a batch",
         "enable_prefix_caching": "static batching keeps no prefix cache",
+        "speculative_config": "the lesson's static batching has no speculative decoding (--policy vllm has)",
         **dict.fromkeys(("preemption_mode", "swap_space", "num_cpu_blocks", "pcie_bandwidth", "kv_bytes_per_token"),
                         "static batching never preempts (each request holds KV for its whole length)"),
     }

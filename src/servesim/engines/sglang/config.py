@@ -40,6 +40,8 @@ VLLM_ONLY = {  # vLLM knobs with no meaning under SGLang's scheduler, and what t
     "gpu_memory_utilization": "sglang.mem_fraction_static (--mem-fraction-static: (weights + KV pool) / GPU memory)",
     "block_size": "sglang.page_size (--page-size)",
     "enable_prefix_caching": "sglang.disable_radix_cache (--disable-radix-cache)",
+    # (SGLang's own --speculative-algorithm and its flags are not modelled yet, issue 29)
+    "speculative_config": None, "use_v2_model_runner": None, "acceptance_rate": None, "acceptance_seed": None,
 }
 
 

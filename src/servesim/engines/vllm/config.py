@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from servesim.engine.kv import blocks_for
 from servesim.engine.request import Request
 from servesim.engine.scheduler import Scheduler
 from servesim.engines.config import GIB, EngineConfig, resolve_shared
@@ -34,11 +35,50 @@ def resolve(config: EngineConfig, scheduler: type[Scheduler], requests: Sequence
     if cfg.num_gpu_blocks is None and callable(derive):
         cfg = replace(cfg, num_gpu_blocks=derive(cfg.block_size, cfg.gpu_memory_utilization,
                                                  cfg.max_num_batched_tokens, cfg.max_num_seqs))
+    if cfg.speculative_config is not None:
+        _check_speculation(cfg, requests)
     if cfg.watermark and cfg.num_gpu_blocks is None:
         raise ConfigError(f"watermark {cfg.watermark}: it keeps a share of num_gpu_blocks free, and the KV pool is "
                           "unlimited (this cost knows no GPU); give num_gpu_blocks or use a roofline (--model/--gpu)")
     return cfg
 
+
+
+def _check_speculation(cfg: EngineConfig, requests: Sequence[Request]) -> None:
+    """What vLLM 0.33 refuses with a speculative config (`config/vllm.py` 1650-1680: async scheduling on the V1
+    runner with n-gram drafts), what it does not have (swap), and an acceptance for every request."""
+    spec = cfg.speculative_config
+    if cfg.async_scheduling and not cfg.use_v2_model_runner and spec.method == "ngram":
+        raise ConfigError("async_scheduling with speculative_config.method ngram: vLLM 0.33's V1 model runner refuses "
+                          "it (\"Async scheduling is not supported by the V1 model runner with ngram-based "
+                          "speculative decoding\"); use the V2 runner (use_v2_model_runner) or synchronous scheduling")
+    if cfg.max_num_batched_tokens <= spec.max_num_new_slots_for_drafting:
+        raise ConfigError(f"max_num_batched_tokens {cfg.max_num_batched_tokens}: with {spec.method}'s "
+                          f"{spec.max_num_new_slots_for_drafting} input slots per request for drafting nothing could "
+                          "ever be scheduled; raise it")
+    room = cfg.max_num_batched_tokens - spec.max_num_new_slots_for_drafting
+    if not cfg.enable_chunked_prefill and room < cfg.max_model_len:
+        raise ConfigError(f"max_num_batched_tokens ({cfg.max_num_batched_tokens}) less {spec.method}'s "
+                          f"{spec.max_num_new_slots_for_drafting} input slots for drafting is smaller than "
+                          f"max_model_len ({cfg.max_model_len}) with chunked prefill off: the longest prompt could "
+                          "never be scheduled; raise max_num_batched_tokens or enable chunked prefill")
+    if cfg.preemption_mode == "swap":
+        raise ConfigError("speculative_config with preemption_mode swap: vLLM v1, which speculates, has no swap; "
+                          "use preemption_mode recompute")
+    usable = cfg.usable_blocks
+    for r in requests if usable is not None else ():
+        # its last step: all but its last token computed, 1 + K scheduled and the lookahead past them (S3, S6)
+        tokens = min(r.prompt_len + r.output_len - 1 + spec.num_speculative_tokens + spec.num_lookahead_tokens,
+                     cfg.max_model_len)
+        if blocks_for(tokens, cfg.block_size) > usable:
+            raise ConfigError(f"request {r.request_id} needs {blocks_for(tokens, cfg.block_size)} KV blocks of "
+                              f"{cfg.block_size} tokens with its drafts and the drafter's lookahead, and the pool has "
+                              f"{usable} usable (num_gpu_blocks {cfg.num_gpu_blocks} minus vLLM's null block)")
+    if cfg.acceptance_rate is None:
+        missing = next((r.request_id for r in requests if r.accept is None), None)
+        if missing is not None:
+            raise ConfigError(f"speculative_config: request {missing!r} has no acceptance; give acceptance_rate "
+                              "(--acceptance-rate: one rate, or one per draft position) or each request's accept list")
 
 
 def _swap(cfg: EngineConfig) -> EngineConfig:

@@ -30,13 +30,14 @@ from servesim.engine.resolve import resolve_config
 from servesim.engine.result import SimResult
 from servesim.engines.config import EngineConfig
 from servesim.engines.conformance import check_scenario_shape, count_difference, read_trace_text, step_difference
+from servesim.engines.vllm.speculative import speculative_config
 from servesim.errors import ConfigError, WorkloadError
 
 CONFIG_KEYS = (
     "max_num_batched_tokens", "max_num_seqs", "enable_chunked_prefill", "long_prefill_token_threshold",
     "block_size", "num_gpu_blocks", "watermark", "scheduler_reserve_full_isl", "async_scheduling", "max_model_len",
     "enable_prefix_caching", "long_prefill_token_threshold_adaptive", "max_num_active_seqs",
-    "prefill_schedule_interval",
+    "prefill_schedule_interval", "speculative_config", "use_v2_model_runner",
 )
 ENTRY_KEYS = ("id", "num_scheduled_tokens", "kind", "num_blocks")
 STEP_KEYS = ("preempted", "finished", "free_blocks_after_schedule", "free_blocks_after_step")
@@ -45,12 +46,19 @@ STEP_KEYS = ("preempted", "finished", "free_blocks_after_schedule", "free_blocks
 POLICY = "vllm"  # the policy the recorded schedules are reproduced with
 SCENARIO_KEYS = ("name", "description", "config", "requests")
 REQUIRED_CONFIG = ("max_num_batched_tokens", "max_num_seqs", "enable_chunked_prefill", "block_size",
-                   "num_gpu_blocks", "long_prefill_token_threshold", "policy")
-SCENARIO_CONFIG_KEYS = (*REQUIRED_CONFIG, "watermark", "scheduler_reserve_full_isl", "async_scheduling",
-                        "max_model_len", "step_duration", "enable_prefix_caching", "prefix_caching_hash_algo",
-                        "long_prefill_token_threshold_adaptive", "max_num_active_seqs", "prefill_schedule_interval")
+                   "num_gpu_blocks")
+# (round 1 gave both; the specdec scenarios leave them at vLLM's defaults, 0 and "fcfs")
+SCENARIO_CONFIG_KEYS = (*REQUIRED_CONFIG, "long_prefill_token_threshold", "policy", "watermark",
+                        "scheduler_reserve_full_isl", "async_scheduling", "max_model_len", "step_duration",
+                        "enable_prefix_caching", "prefix_caching_hash_algo", "long_prefill_token_threshold_adaptive",
+                        "max_num_active_seqs", "prefill_schedule_interval", "speculative_config",
+                        "use_v2_model_runner")
+# specdec/README.md: `accept` (drafts accepted per verification step, cyclic), `draft_lens` (the V1 runner's
+# proposals), `accept_p` (the probability an `accept` list was drawn with: informational, the list decides)
 REQUEST_KEYS = ("id", "arrival_step", "arrival_time", "prompt_len", "output_len", "priority", "hash_ids",
-                "hash_scope")
+                "hash_scope", "accept", "draft_lens", "accept_p")
+# the speculative traces' fields a match compares too (where the expected trace has them)
+SPEC_ENTRY_KEYS = ("num_spec_tokens", "num_accepted", "num_new_outputs", "num_computed_tokens_after")
 SCENARIO = "a conformance scenario: a JSON object with 'config' and 'requests' (see ../shared/conformance)"
 TRACE = "a conformance trace: a JSON object (or .json.gz) with 'steps' (see ../shared/conformance)"
 
@@ -72,8 +80,14 @@ def _check_config(doc: InputDoc, c: Any) -> None:
             ok, expected = is_int(value) and value >= low, f"an integer >= {low}"
         elif key == "long_prefill_token_threshold":
             ok, expected = is_int(value) and value >= 0, "an integer >= 0 (0 = off)"
+        elif key == "speculative_config":
+            try:
+                speculative_config(value)
+            except ConfigError as exc:
+                doc.fail(where, str(exc).removeprefix("speculative_config").lstrip(".: "), ConfigError)
+            continue
         elif key in ("enable_chunked_prefill", "scheduler_reserve_full_isl", "async_scheduling",
-                     "enable_prefix_caching", "long_prefill_token_threshold_adaptive"):
+                     "enable_prefix_caching", "long_prefill_token_threshold_adaptive", "use_v2_model_runner"):
             ok, expected = isinstance(value, bool), "true or false"
         elif key == "policy":
             ok, expected = value in ("fcfs", "priority"), '"fcfs" or "priority"'
@@ -120,6 +134,12 @@ def _check_request(doc: InputDoc, r: Any, i: int, seen: dict[str, int], step_dur
     scope = r.get("hash_scope", "prompt")
     if scope not in HASH_SCOPES:
         doc.fail_type((*where, "hash_scope"), scope, " or ".join(f'"{s}"' for s in HASH_SCOPES))
+    for key in ("accept", "draft_lens"):
+        v = r.get(key)
+        if v is not None and not (isinstance(v, list) and v and all(is_int(n) and n >= 0 for n in v)):
+            doc.fail_type((*where, key), v, "a non-empty list of integers >= 0")
+    if "accept_p" in r and not (is_real(r["accept_p"]) and 0 <= r["accept_p"] <= 1):
+        doc.fail_type((*where, "accept_p"), r["accept_p"], "a probability in [0, 1]")
     hashes = r.get("hash_ids")
     if hashes is not None and not (isinstance(hashes, list) and all(is_int(h) for h in hashes)):
         doc.fail_type((*where, "hash_ids"), hashes, "a list of integers")
@@ -196,13 +216,17 @@ def load_trace(path: str | Path) -> dict[str, Any]:
 def scenario_requests(scenario: dict[str, Any]) -> list[Request]:
     """Arrivals on the step clock: `arrival_step`, or `ceil(arrival_time / step_duration)` (round2/README.md)."""
     step = scenario["config"].get("step_duration", 1.0)
+    spec = "speculative_config" in scenario["config"]
     reqs = []
     for i, r in enumerate(scenario["requests"]):
         t = r["arrival_step"] if "arrival_step" in r else r.get("arrival_time", 0) / step
         hashes = tuple(r["hash_ids"]) if r.get("hash_ids") is not None else None
+        accept = tuple(r.get("accept", [0])) if spec else None  # (specdec/README.md: default [0])
+        lens = tuple(r["draft_lens"]) if r.get("draft_lens") is not None else None
         reqs.append(Request(str(r.get("id", i)), float(math.ceil(t)), int(r["prompt_len"]), int(r["output_len"]),
                             int(r.get("priority") or 0), hashes, hash_scope=r.get("hash_scope", "prompt"),
-                            sends_max_tokens=False))  # (driven offline: a long output stops at max_model_len)
+                            sends_max_tokens=False,  # (driven offline: a long output stops at max_model_len)
+                            accept=accept, draft_lens=lens))
     return reqs
 
 
@@ -224,6 +248,8 @@ def run_scenario(scenario: dict[str, Any], record: str = "steps") -> SimResult:
 def to_trace(scenario: dict[str, Any], result: SimResult) -> dict[str, Any]:
     """The result in the fixtures' trace schema (step index = the step's start time on the step clock)."""
     steps = []
+    spec = result.config.speculative_config is not None
+    lengths = {r.id: (r.prompt_len, r.output_len) for r in result.requests} if spec else {}
     for s in result.steps:
         d: dict[str, Any] = {
             "step": round(s.start_time), "arrivals": list(s.arrivals),
@@ -231,7 +257,7 @@ def to_trace(scenario: dict[str, Any], result: SimResult) -> dict[str, Any]:
                 {"id": e.id, "num_scheduled_tokens": e.num_scheduled_tokens, "kind": e.kind.value,
                  "num_computed_tokens_before": e.num_computed_tokens_before, "num_tokens_before": e.num_tokens_before,
                  "resumed": e.resumed, "samples_token": e.samples_token, "num_blocks": e.num_blocks,
-                 "num_cached_tokens": e.num_cached_tokens}
+                 "num_cached_tokens": e.num_cached_tokens, **(_spec_entry(e, lengths[e.id]) if spec else {})}
                 for e in s.scheduled
             ],
             "total_scheduled_tokens": s.total_scheduled_tokens, "preempted": list(s.preempted),
@@ -241,6 +267,10 @@ def to_trace(scenario: dict[str, Any], result: SimResult) -> dict[str, Any]:
         }
         if s.finished_observed:
             d["finished_observed"] = list(s.finished_observed)
+        if spec:
+            d["num_spec_tokens"] = sum(e.num_spec_tokens for e in s.scheduled)
+            if s.skip_drafts:
+                d["skip_drafts"] = True
         steps.append(d)
     _add_rejected(steps, result)
     step_of = {s.start_time: round(s.start_time) for s in result.steps}
@@ -258,14 +288,53 @@ def to_trace(scenario: dict[str, Any], result: SimResult) -> dict[str, Any]:
             requests[r.id]["rejected"] = True
         elif r.id in clamped:
             requests[r.id]["max_tokens"] = r.output_len
-    return {
-        "scenario": scenario.get("name", ""), "engine": "servesim vllm policy",
-        "summary": {"num_steps": len(steps), "last_step": steps[-1]["step"] if steps else None,
-                    "num_finished": sum(r.finish_time is not None for r in result.requests),
-                    "num_requests": len(result.requests), "total_preemptions": len(result.preemptions),
-                    "num_rejected": len(result.rejected)},
-        "requests": requests, "steps": steps,
-    }
+    summary = {"num_steps": len(steps), "last_step": steps[-1]["step"] if steps else None,
+               "num_finished": sum(r.finish_time is not None for r in result.requests),
+               "num_requests": len(result.requests), "total_preemptions": len(result.preemptions),
+               "num_rejected": len(result.rejected)}
+    if spec:
+        _add_spec_totals(steps, requests, summary)
+    return {"scenario": scenario.get("name", ""), "engine": "servesim vllm policy", "summary": summary,
+            "requests": requests, "steps": steps}
+
+
+def _spec_entry(e, lengths: tuple[int, int]) -> dict[str, Any]:
+    """specdec/README.md's entry fields: the drafts verified, accepted, the outputs appended after the stop trimmed
+    them, the computed tokens after the rollbacks (rejected drafts, trimmed tokens)."""
+    prompt_len, output_len = lengths
+    computed = e.num_computed_tokens_before + e.num_cached_tokens + e.num_scheduled_tokens
+    new = 0
+    if e.samples_token:
+        sampled = 1 + e.num_accepted
+        new = min(sampled, output_len - (e.num_tokens_before - prompt_len))
+        computed -= e.num_spec_tokens - e.num_accepted + sampled - new
+    d = {"num_spec_tokens": e.num_spec_tokens, "drafts_before": e.drafts_before}
+    if e.spec_padded:
+        d["spec_padded"] = True
+    accepted = e.num_accepted if e.samples_token else None  # (a partial chunk verifies nothing: null, as recorded)
+    return d | {"num_accepted": accepted, "num_new_outputs": new, "num_computed_tokens_after": computed}
+
+
+def _add_spec_totals(steps: list[dict[str, Any]], requests: dict[str, Any], summary: dict[str, Any]) -> None:
+    """Per request the accepted drafts of each verification, drafts and accepted tokens; the run's totals."""
+    for r in requests.values():
+        r.update(accepted=[], num_draft_tokens=0, num_accepted_tokens=0)
+    padded = scheduled = 0
+    for step in steps:
+        for e in step["scheduled"]:
+            if e["num_spec_tokens"]:
+                r = requests[e["id"]]
+                r["accepted"].append(e["num_accepted"])
+                r["num_draft_tokens"] += e["num_spec_tokens"]
+                r["num_accepted_tokens"] += e["num_accepted"]
+                scheduled += e["num_spec_tokens"]
+            padded += e.get("spec_padded", False)
+    drafts = sum(r["num_draft_tokens"] for r in requests.values())
+    accepted = sum(r["num_accepted_tokens"] for r in requests.values())
+    summary.update(spec_draft_tokens=drafts, spec_accepted_tokens=accepted,
+                   spec_verify_steps=sum(len(r["accepted"]) for r in requests.values()),
+                   spec_acceptance_rate=round(accepted / drafts, 4) if drafts else 0.0,
+                   spec_padded_entries=padded, spec_scheduled_tokens=scheduled)
 
 
 def _add_rejected(steps: list[dict[str, Any]], result: SimResult) -> None:
@@ -284,10 +353,13 @@ def first_difference(expected: dict[str, Any], actual: dict[str, Any]) -> tuple[
     """The first step at which two traces differ, as the fixtures' README defines a match; None if they match."""
     check_trace(expected, InputDoc("expected trace", error=WorkloadError))
     exp, act = expected["steps"], actual["steps"]
+    asynchronous = bool((expected.get("config_in_force") or {}).get("async_scheduling"))
     for i, (e, a) in enumerate(zip(exp, act)):
         if e["step"] != a["step"]:
             return i, "step", e["step"], a["step"]
         keys = ENTRY_KEYS + (("num_cached_tokens",) if any("num_cached_tokens" in x for x in e["scheduled"]) else ())
+        if any("num_spec_tokens" in x for x in e["scheduled"]):  # (async: the drafts only; what a step's entry
+            keys += SPEC_ENTRY_KEYS[:1] if asynchronous else SPEC_ENTRY_KEYS  # says of its output is recorded late)
         diff = step_difference(i, e, a, keys, STEP_KEYS + (("rejected",) if "rejected" in e or "rejected" in a else ()))
         if diff is not None:
             return diff

@@ -59,6 +59,14 @@ class VLLMFlags:
                                                   "scheduling: finished requests free their seat one step later, "
                                                   "and (roofline) host work overlaps the GPU's. Default: off for "
                                                   "the engine; the --engine preset's for the cost.")] = None
+    speculative_config: Annotated[str | None, _opt("--speculative-config", help="vLLM's speculative decoding, as "
+                                                   "JSON: '{\"method\": \"eagle3\", \"num_speculative_tokens\": "
+                                                   "3}' (methods ngram, eagle, eagle3, mtp, draft_model; "
+                                                   "docs/speculative.md). Needs --acceptance-rate.")] = None
+    acceptance_rate: Annotated[str | None, _opt("--acceptance-rate", help="With --speculative-config: the chance "
+                                                "each draft is accepted given those before it were, one rate or "
+                                                "one per position (0.9,0.8,0.7), drawn per request from "
+                                                "--seed.")] = None
 
 
 
@@ -81,4 +89,19 @@ def shared_knobs(opts: VLLMFlags) -> dict[str, object]:
         "policy": opts.scheduling_policy, "async_scheduling": opts.async_scheduling or False,
         "preemption_mode": opts.preemption_mode, "swap_space": opts.swap_space,
         "kv_bytes_per_token": opts.kv_bytes_per_token, "pcie_bandwidth": opts.pcie_bandwidth,
+        **_speculation(opts),
     }
+
+
+def _speculation(opts: VLLMFlags) -> dict[str, object]:
+    """--speculative-config's JSON (checked when the config is made), --acceptance-rate's rates, drawn from --seed."""
+    from servesim.engine.acceptance import parse_rates
+    from servesim.engines.vllm.speculative import speculative_config
+
+    if opts.acceptance_rate is None:
+        rates = seed = None
+    else:
+        rates, seed = parse_rates(opts.acceptance_rate), getattr(opts, "seed", 0)
+    spec = None if opts.speculative_config is None else speculative_config(opts.speculative_config,
+                                                                            "--speculative-config")
+    return {"speculative_config": spec, "acceptance_rate": rates, "acceptance_seed": seed}

@@ -82,8 +82,11 @@ class PrefixCachingKV(KVCache):
         state.num_cached_tokens = state.num_computed_tokens = len(hits) * self.block_size
         self.free_blocks = self.pool.num_free
 
-    def allocate(self, state: RequestState, num_tokens_after: int) -> bool:
-        need = -(-num_tokens_after // self.block_size) - state.num_blocks
+    def allocate(self, state: RequestState, num_tokens_after: int, lookahead: int = 0,
+                 num_tokens: int | None = None) -> bool:
+        """`num_tokens`: the request's known tokens as the scheduler sees them (async speculative decoding: without
+        the last step's, still in flight); only their full blocks are cached."""
+        need = -(-(num_tokens_after + lookahead) // self.block_size) - state.num_blocks
         if need > 0:
             if need > self.free_blocks:
                 return False
@@ -92,9 +95,9 @@ class PrefixCachingKV(KVCache):
             state.block_ids += self.pool.allocate(need)
             state.num_blocks += need
             self.free_blocks = self.pool.num_free
-        # the full blocks this step computes become hittable now (P5); under async scheduling only those of
-        # known tokens (the last one sampled may be in flight)
-        known = num_tokens_after
+        # the full blocks this step computes become hittable now (P5), of its known tokens only (not drafts that
+        # may be rejected, `allocate_slots` 621); under async scheduling not the last one sampled (in flight)
+        known = min(num_tokens_after, state.num_tokens if num_tokens is None else num_tokens)
         runs = state.token_runs
         if self.async_step is not None and runs and self.live.last_token_at(runs, self.async_step - 1):
             known = min(known, state.num_tokens - 1)
@@ -111,8 +114,13 @@ class PrefixCachingKV(KVCache):
         """Async scheduling (V1): a finishing request's blocks are cached up to its last computed token before it
         is freed (`update_from_output`'s `cache_blocks`), so a block its final decode filled goes back hashed."""
         r = state.request
-        full = (r.prompt_len + r.output_len - 1) // self.block_size  # every token but the last sampled one
-        if full > state.num_hashed_blocks and r.hash_ids is not None and state.block_ids:
+        self.cache_upto(state, r.prompt_len + r.output_len - 1)  # every token but the last sampled one
+
+    def cache_upto(self, state: RequestState, num_tokens: int) -> None:
+        """Register `state`'s full blocks of its first `num_tokens` tokens (`cache_blocks`): after a step that
+        verified drafts, the accepted ones' blocks (`update_from_output`, 2395-2415)."""
+        full = num_tokens // self.block_size
+        if full > state.num_hashed_blocks and state.request.hash_ids is not None and state.block_ids:
             hashes = self.hashes(state, full * self.block_size)
             for i in range(state.num_hashed_blocks, full):
                 self.pool.register(state.block_ids[i], hashes[i], state.index)

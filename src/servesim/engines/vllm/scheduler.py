@@ -11,9 +11,10 @@ from __future__ import annotations
 from servesim.engine.kv import blocks_for
 from servesim.engine.queue import priority_key
 from servesim.engine.records import Reason
-from servesim.engine.request import RequestState
+from servesim.engine.request import RequestState, RequestStatus
 from servesim.engine.scheduler import Scheduler, SchedulerOutput
 from servesim.engines.vllm.kv_cache_manager import PrefixCachingKV
+from servesim.engines.vllm.spec_decode import SpecDecode
 from servesim.errors import ConfigError
 
 
@@ -28,6 +29,13 @@ class VLLMScheduler(Scheduler):
         self.last_prefill_step = 0
         self.prefill_capacity_bound = False
         self.prefilled = False  # this step ran a prefill (a prompt chunk past the first, or >= 2 uncached tokens)
+        self.chunk_ran = False  # this step scheduled a running request whose last chunk was partial
+        # speculative decoding (`spec_decode`): drafts as extra tokens; every step through schedule(), the engine's
+        # decode cohort (one token per decode) not being speculation's shape
+        self.spec = SpecDecode(config) if config.speculative_config is not None else None
+        if self.spec is not None:
+            self.stretches = False
+            self.end_step = self._propose
 
     def skipped(self, k: int, queue_empty: bool) -> None:
         if queue_empty:  # each of those passes scanned an empty queue: nothing was left waiting
@@ -44,6 +52,8 @@ class VLLMScheduler(Scheduler):
     def finish(self, s: RequestState) -> None:
         if self.prefix and self.config.async_scheduling:
             self.kv.cache_finished(s)
+        elif self.prefix and self.spec is not None:  # (its accepted drafts' blocks, before they are freed)
+            self.kv.cache_upto(s, s.num_computed_tokens)
         super().finish(s)
 
     def blocks_held(self, states: list[RequestState]) -> int:
@@ -65,7 +75,9 @@ class VLLMScheduler(Scheduler):
         budget = cfg.max_num_batched_tokens - num_decoding_ahead
         cap = self._threshold()
         out.prefill_deferred = defer = self._defers_prefill()
-        self.prefilled = False
+        self.prefilled = self.chunk_ran = False
+        if self.spec is not None:
+            out.spec = self.spec.begin(cfg.max_num_batched_tokens)
         budget = self._schedule_running(num_decoding_ahead, budget, cap)
         # waiting: only when nothing was preempted this step; in queue order, never skipping the head
         if out.preempted:
@@ -81,7 +93,19 @@ class VLLMScheduler(Scheduler):
                     self.prefill_capacity_bound = bool(len(self.waiting))
         if self.prefilled:
             self.last_prefill_step = self.step_index + 1
+        if self.spec is not None:
+            self.spec.finish_schedule(out.scheduled)
         return out
+
+    def _propose(self) -> None:
+        """After the step: the blocks its accepted drafts filled cached (synchronously; `update_from_output` with
+        speculation), the drafter's proposals (the engine core's post_step)."""
+        if self.prefix and not self.config.async_scheduling:
+            for s in self.out.spec.outputs:
+                if s.status is RequestStatus.RUNNING:
+                    self.kv.cache_upto(s, s.num_computed_tokens)
+        self.spec.after_step(self.out.scheduled)
+        self.in_flight = bool(self.spec.pending)
 
     def _threshold(self) -> int:
         """long_prefill_token_threshold as it applies this step: never to a lone request; adaptive (vLLM 0.33),
@@ -105,20 +129,28 @@ class VLLMScheduler(Scheduler):
     def _schedule_running(self, i: int, budget: int, cap: int) -> int:
         """Running requests from `running[i]`, in admission order; on a KV shortfall preempt until the request
         fits. Returns the budget left."""
-        out, kv, running = self.out, self.kv, self.running
+        out, running, spec = self.out, self.running, self.spec
         defer = out.prefill_deferred
         while i < len(running) and budget > 0:
+            if spec is not None and spec.out_of_slots():
+                break
             req = running[i]
-            n = min(req.num_tokens_needed, budget, cap or budget)
-            if n == 0 or defer and req.is_prefill_chunk:  # async scheduling: its last token is in flight (it
+            if spec is None:
+                n = min(req.num_tokens_needed, budget, cap or budget)
+            else:  # its drafts too, within the input budget and the model length (S1, S2, S6)
+                n = spec.cap(req, min(spec.num_new_tokens(req), budget, cap or budget))
+            if n <= 0 or defer and req.is_prefill_chunk:  # async scheduling: its last token is in flight (it
                 i += 1  # stays in `running` until released); or its next prompt chunk waits for a prefill step
                 if n and self.explain:
                     self.note(req, Reason.PREFILL_INTERVAL, self._interval_detail())
                 continue
-            while not kv.allocate(req, req.num_computed_tokens + n):
+            while not self._allocate(req, n):
                 victim = self.pick_victim()
                 if victim in out.scheduled:  # priority: an already scheduled request gives its tokens back
-                    budget += out.scheduled.pop(victim)
+                    given = out.scheduled.pop(victim)
+                    budget += given
+                    if spec is not None:
+                        spec.unscheduled(victim, given)
                     i -= 1
                 # NOTE: as in vLLM, the scan index moves back only for a scheduled victim; an unscheduled one
                 # standing before `req` (async: its last token in flight) shifts the scan past the next request.
@@ -127,7 +159,10 @@ class VLLMScheduler(Scheduler):
                     break
             else:
                 out.scheduled[req] = n
+                if spec is not None:
+                    spec.scheduled(req, n)
                 self.prefilled |= req.is_prefill_chunk
+                self.chunk_ran |= req.is_prefill_chunk
                 req.is_prefill_chunk = n < req.num_tokens_needed
                 budget -= n
                 i += 1
@@ -140,40 +175,61 @@ class VLLMScheduler(Scheduler):
                     self.note(req, Reason.TOKEN_BUDGET, "budget spent on requests ahead")
         return budget
 
+    def _allocate(self, req: RequestState, n: int) -> bool:
+        """KV for `n` more tokens (and the drafter's lookahead slots, S3)."""
+        if self.spec is None:
+            return self.kv.allocate(req, req.num_computed_tokens + n)
+        spec = self.spec
+        if self.prefix:  # (only the tokens vLLM knows are cached: under async not those in flight)
+            return self.kv.allocate(req, spec.computed(req) + n, spec.slots(req, n), spec.view(req)[0])
+        return self.kv.allocate(req, spec.computed(req) + n, spec.slots(req, n))
+
     def _admit_waiting(self, budget: int, cap: int) -> None:
-        waiting = self.waiting
+        waiting, spec = self.waiting, self.spec
+        ran = bool(self.out.scheduled)  # (running requests scheduled this step, S7)
         while len(waiting):
+            if spec is not None and spec.out_of_slots():
+                self.note_rest(waiting, Reason.TOKEN_BUDGET, "no input slots left for a draft model's inputs")
+                return
             req = waiting.peek()
             # prefix caching: the longest cached prefix, looked up at (re)admission only (P4)
             hits = self.kv.lookup(req) if self.prefix and not req.num_computed_tokens else ()
             cached = len(hits) * self.config.block_size
             n = req.num_tokens_needed - cached
+            padded = spec is not None and spec.pads(req, n, req.num_computed_tokens + cached, ran, self.chunk_ran)
+            if padded:  # one token to compute: 1 + K, drafts of -1 (S7)
+                n = 1 + spec.k
+            room = budget if spec is None else spec.request_budget(budget)  # (less a draft model's input slots)
             if cap and n > cap:  # the threshold caps first: with chunking off a long prompt still goes in chunks
                 n = cap
             uncached = req.num_tokens - req.num_computed_tokens - cached
             if self.out.prefill_deferred and uncached >= 2:  # V5: only full hits but the last token go in
                 self.note_rest(waiting, Reason.PREFILL_INTERVAL, self._interval_detail(), shared=True)
                 return
-            why = self._cannot_admit(req, budget, n, hits)
+            why = self._cannot_admit(req, room, n, hits, padded)
             if why:
                 self.note_rest(waiting, *why)
                 return
-            n = min(n, budget)
+            n = min(n, room)
             if self.prefix:
                 self.kv.count_query(req, hits)
             if hits:
                 self.kv.take_hits(req, hits)
-            self.kv.allocate(req, req.num_computed_tokens + n)  # (= cached + n but for a remote prefill)
+            self._allocate(req, n)  # (computed = cached, but for a remote prefill)
             waiting.pop()
             if req.num_preemptions:
                 self.out.resumed.add(req)
             self.admit(req, n)
             self.prefilled |= uncached >= 2
             req.is_prefill_chunk = n < req.num_tokens_needed
+            if spec is not None:
+                spec.scheduled(req, n)
+                if padded:
+                    spec.padded(req)
             budget -= n
 
     def _cannot_admit(self, req: RequestState, budget: int, n: int,
-                      hits: tuple | list = ()) -> tuple[Reason, str, bool] | None:
+                      hits: tuple | list = (), padded: bool = False) -> tuple[Reason, str, bool] | None:
         """Why the head of the queue, capped to `n` tokens by the threshold, cannot be admitted (None: it can).
         With prefix hits (P9): hit blocks in use cost nothing, evictable ones must leave the free queue."""
         cfg = self.config
@@ -182,6 +238,8 @@ class VLLMScheduler(Scheduler):
             return Reason.MAX_NUM_SEQS, f"{len(self.running)} running = {which}", True
         if budget <= 0:
             return Reason.TOKEN_BUDGET, f"0 of {cfg.max_num_batched_tokens} tokens left", True
+        if padded and n > budget:  # (vLLM prefers not scheduling it to scheduling it unpadded)
+            return Reason.TOKEN_BUDGET, f"padded to {n} tokens, {budget} left", False
         if not cfg.enable_chunked_prefill and n > budget:
             return Reason.TOKEN_BUDGET, f"needs {n} tokens, {budget} left, chunking off", False
         # (num_computed_tokens: 0, or a disaggregated decode replica's remotely prefilled prompt)
@@ -191,6 +249,14 @@ class VLLMScheduler(Scheduler):
             need += self.kv.num_evictable(hits) - len(hits)
         if not self.kv.can_fit(need):
             return Reason.KV_BLOCKS, f"needs {need} blocks, {self.kv.free_blocks} free", False
+        if self.spec is not None:  # the allocation itself: the chunk and its lookahead slots (S3)
+            computed = req.num_computed_tokens + len(hits) * cfg.block_size
+            need = self.spec.blocks_for_slots(computed, min(n, budget), cfg.block_size) + self.watermark_blocks()
+            if hits:
+                need += self.kv.num_evictable(hits) - len(hits)
+            if not self.kv.can_fit(need):
+                return Reason.KV_BLOCKS, f"needs {need} blocks with the drafter's lookahead, " \
+                    f"{self.kv.free_blocks} free", False
         return None
 
     def _swap_in(self, budget: int, cap: int) -> int:

@@ -37,7 +37,9 @@ class VLLMv0Scheduler(Scheduler):
               "long_prefill_token_threshold_adaptive": "vLLM v0's default scheduler never splits a prompt",
               **dict.fromkeys(("max_num_active_seqs", "prefill_schedule_interval"),
                               "a vLLM 0.33 v1 scheduler knob (v0 has none)"),
-              "enable_prefix_caching": "servesim's vLLM v0 keeps no prefix cache (v0's was opt-in and is not modelled)"}
+              "enable_prefix_caching": "servesim's vLLM v0 keeps no prefix cache (v0's was opt-in and is not modelled)",
+              "speculative_config": "vLLM v0's speculative decoding is not modelled (vLLM 0.33 speculates in v1: "
+                                    "--policy vllm)"}
     chunked = False  # the budget defaults to max(max_model_len, 2048)
     # A prefill step runs no decode, so decodes scheduled ahead of schedule() (the engine's decode cohort) are
     # wrong whenever a waiting request can be admitted: the engine must then bring the cohort up to date first.
