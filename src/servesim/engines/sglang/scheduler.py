@@ -83,9 +83,11 @@ class SGLangScheduler(Scheduler):
         self.enqueue(s)
 
     def enqueue(self, s: RequestState) -> None:
-        """_add_request_to_queue: `s` joins the back of the queue, its entry time now."""
-        self.entries += 1
-        self.entry[s] = self.entries
+        """_add_request_to_queue: `s` joins the back of the queue, its entry time now (read by priority scheduling
+        only)."""
+        if self.sg.enable_priority_scheduling:
+            self.entries += 1
+            self.entry[s] = self.entries
         self.waiting.add(s)
 
     # -- the iteration ------------------------------------------------------------------------------------------

@@ -129,7 +129,7 @@ class VLLMScheduler(Scheduler):
     def _schedule_running(self, i: int, budget: int, cap: int) -> int:
         """Running requests from `running[i]`, in admission order; on a KV shortfall preempt until the request
         fits. Returns the budget left."""
-        out, running, spec = self.out, self.running, self.spec
+        out, running, spec, kv = self.out, self.running, self.spec, self.kv
         defer = out.prefill_deferred
         while i < len(running) and budget > 0:
             if spec is not None and spec.out_of_slots():
@@ -144,7 +144,7 @@ class VLLMScheduler(Scheduler):
                 if n and self.explain:
                     self.note(req, Reason.PREFILL_INTERVAL, self._interval_detail())
                 continue
-            while not self._allocate(req, n):
+            while not (kv.allocate(req, req.num_computed_tokens + n) if spec is None else self._allocate(req, n)):
                 victim = self.pick_victim()
                 if victim in out.scheduled:  # priority: an already scheduled request gives its tokens back
                     given = out.scheduled.pop(victim)
