@@ -24,11 +24,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from servesim.analysis.weighted import moments, values_at_ranks
 from servesim.engine.result import SimResult
+from servesim.engine.speculation import SpecDecodingStats
 from servesim.errors import ConfigError
 
 DEFAULT_PERCENTILES: tuple[float, ...] = (50.0, 90.0, 99.0)
@@ -329,10 +331,11 @@ def _line(label: str, value: object, fmt: str = "") -> str:
 
 
 def format_result(m: BenchmarkMetrics, metrics: Sequence[str] = METRICS, request_rate: float | None = None,
-                  max_concurrency: int | None = None) -> str:
+                  max_concurrency: int | None = None, spec: SpecDecodingStats | None = None) -> str:
     """The "Serving Benchmark Result" block, line for line as `vllm bench serve` prints it (vllm/benchmarks/
     serve.py): the same labels, order, widths and formats. `request_rate` (a workload generated at a rate) and
-    `max_concurrency` (a client-side cap) add vLLM's lines for them when given; servesim's client is open-loop."""
+    `max_concurrency` (a client-side cap) add vLLM's lines for them when given; servesim's client is open-loop.
+    `spec`: its "Speculative Decoding" block (vLLM 0.33 reads the server's spec_decode counters)."""
     lines = [f"{' Serving Benchmark Result ':=^50}",
              _line("Successful requests:", m.completed),
              _line("Failed requests:", m.failed)]
@@ -356,8 +359,26 @@ def format_result(m: BenchmarkMetrics, metrics: Sequence[str] = METRICS, request
         lines += [f"{header:-^50}", _line(f"Mean {short} (ms):", s.mean, ".2f"),
                   _line(f"Median {short} (ms):", s.median, ".2f")]
         lines += [_line(f"P{_percentile_word(p)} {short} (ms):", v, ".2f") for p, v in s.percentiles]
+    if spec is not None and spec.num_draft_tokens:
+        lines += [f"{'Speculative Decoding':-^50}", _line("Acceptance rate (%):", spec.acceptance_rate * 100, ".2f"),
+                  _line("Acceptance length:", spec.acceptance_length, ".2f"), _line("Drafts:", spec.num_drafts),
+                  _line("Draft tokens:", spec.num_draft_tokens), _line("Accepted tokens:", spec.num_accepted_tokens),
+                  "Per-position acceptance (%):"]
+        lines += [_line(f"  Position {i}:", rate * 100, ".2f")
+                  for i, rate in enumerate(spec.per_position_acceptance_rates)]
     lines.append("=" * 50)
     return "\n".join(lines)
+
+
+def spec_decode_json(spec: SpecDecodingStats | None) -> dict[str, Any]:
+    """`vllm bench serve`'s result-file keys of the "Speculative Decoding" block (none without drafts)."""
+    if spec is None or not spec.num_draft_tokens:
+        return {}
+    return {"spec_decode_acceptance_rate": spec.acceptance_rate * 100,
+            "spec_decode_acceptance_length": spec.acceptance_length, "spec_decode_num_drafts": spec.num_drafts,
+            "spec_decode_draft_tokens": spec.num_draft_tokens,
+            "spec_decode_accepted_tokens": spec.num_accepted_tokens,
+            "spec_decode_per_position_acceptance_rates": spec.per_position_acceptance_rates}
 
 
 def parse_metric_names(text: str) -> tuple[str, ...]:

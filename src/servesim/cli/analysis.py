@@ -153,7 +153,8 @@ def _print_run(opts: SimOptions, result, cm, ps, names, slos, warmup: float, coo
     over = detect_overload(result, warmup, cooldown)
     if over.overloaded:
         print(over.sentence())
-    print(format_result(m, names, request_rate=opts.request_rate, max_concurrency=opts.max_concurrency))
+    print(format_result(m, names, request_rate=opts.request_rate, max_concurrency=opts.max_concurrency,
+                        spec=result.spec_decoding))
     if server:
         print(format_server(server_metrics(result, ps)))
     if server and result.prefix_cache is not None:

@@ -13,6 +13,7 @@ from servesim.cluster.replicas import MAX_REPLICAS, ROLES, Cluster, Pool, make_r
 from servesim.cluster.result import ClusterResult, cluster_timelines
 from servesim.cluster.routers import ROUTERS, make_router
 from servesim.cost import CostModel, get_cost_model
+from servesim.cost.speculative import with_drafter
 from servesim.engine.loop import RECORD_LEVELS
 from servesim.engine.request import Request
 from servesim.engine.resolve import resolve_config
@@ -93,7 +94,7 @@ def simulate_cluster(
     replicas = []
     decode_policies = [name for e in engines() for name in e.pd_decode]
     for p in pools:
-        cm = get_cost_model(p.cost) if isinstance(p.cost, str) else p.cost
+        cm = with_drafter(get_cost_model(p.cost) if isinstance(p.cost, str) else p.cost, p.config)
         # the client's cap on requests in flight spans the cluster (`Cluster`), not each replica's engine
         cfg = replace(resolve_config(p.config or EngineConfig(), p.policy, requests, cm), max_concurrency=None,
                       frontend_latency=0.0, frontend_latency_per_token=0.0)

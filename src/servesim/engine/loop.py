@@ -15,6 +15,7 @@ from dataclasses import replace
 from heapq import heappop, heappush
 
 from servesim.cost import CostModel, StepShape, get_cost_model
+from servesim.cost.speculative import with_drafter
 from servesim.engine.fastpath import FastPath, StepByStep
 from servesim.engine.frontend import delay
 from servesim.engine.records import Kind, ScheduledEntry, StepRecord, TokenClock
@@ -60,7 +61,7 @@ def simulate(
     if record not in RECORD_LEVELS:
         raise ConfigError(f"unknown record level {record!r}; valid: {', '.join(RECORD_LEVELS)}")
     check_requests(requests)
-    cost_model = get_cost_model(cost) if isinstance(cost, str) else cost
+    cost_model = with_drafter(get_cost_model(cost) if isinstance(cost, str) else cost, config)
     cfg = resolve_config(config or EngineConfig(), policy, requests, cost_model)
     if max_records is not None and max_records < 0:
         raise ConfigError(f"max_records must be >= 0, got {max_records}")
@@ -447,7 +448,7 @@ class Engine:
                                       kv.lost_tokens if tracked else None, kv.lost_admissions if tracked else None)
         return SimResult(self.policy, self.cost.name, cfg, tuple(self.steps), timelines, tuple(self.preemptions),
                          step_log, self.record, self.rejected, prefix, self.clamped,
-                         self.sched.idle_iterations)
+                         self.sched.idle_iterations, self.sched.spec_decoding)
 
 
 def followers(requests: Sequence[Request], states: list[RequestState], rejected: set[int]

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from servesim.engine.records import Preemption, RequestTimeline, StepRecord
+from servesim.engine.speculation import SpecDecodingStats
 from servesim.engine.steplog import StepArrays
 from servesim.engine.timelines import Timelines
 from servesim.engines.config import EngineConfig
@@ -47,6 +48,8 @@ class SimResult:
     clamped: tuple[str, ...] = ()
     # SGLang's overlap loop: iterations that ran no forward, only processed the last step's result (no step record)
     idle_iterations: int = 0
+    # speculative decoding: verifications, drafts verified and accepted, per position (vLLM's SpecDecodingStats)
+    spec_decoding: SpecDecodingStats | None = None
 
     @property
     def timelines(self) -> Timelines:

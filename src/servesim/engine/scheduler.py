@@ -58,6 +58,7 @@ class Scheduler:
     holds_finished = False  # True: finished requests hold KV until the next step's end (`release_held`)
     in_flight = False  # True: a step's output is still to be processed though nothing was scheduled (vLLM's async
     #                    speculative decoding): the step runs empty, as vLLM's engine core drains its batch queue
+    spec_decoding = None  # speculative decoding: the run's SpecDecodingStats (`servesim.engine.speculation`)
     idle_iterations = 0  # iterations that ran no forward, only processed the last step's result (SGLang overlap)
     after_stretch = None  # a policy's hook after the fast path's stretch of steps (before its last record)
     # shared knobs the policy never reads, and why: refused when given (`engine.resolve`), never silently ignored

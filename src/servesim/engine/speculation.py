@@ -27,16 +27,65 @@ class SpecStep:
     outputs: dict[RequestState, int] = field(default_factory=dict)  # tokens each sampling request gained (the loop's)
     skip_drafts: bool = False  # the drafter proposes nothing after this step (no request could use the drafts)
 
-    def draw(self, acceptance: Acceptance | None) -> None:
-        """Each verification's accepted drafts (the target model's rejection sampling, given), and the requests'
-        counters."""
+    def draw(self, acceptance: Acceptance | None, stats: SpecDecodingStats | None = None) -> None:
+        """Each verification's accepted drafts (the target model's rejection sampling, given), the requests'
+        counters and the run's `stats`."""
         for s, d in self.drafts.items():
             step = s.num_verify_steps
             s.num_verify_steps += 1
-            a = 0 if s in self.padded else num_accepted(s, step, d, acceptance)
+            padded = s in self.padded
+            a = 0 if padded else num_accepted(s, step, d, acceptance)
             self.accepted[s] = a
             s.num_draft_tokens += d
             s.num_accepted_tokens += a
+            if stats is not None:  # (padded drafts are vLLM's invalid ones: observed as none)
+                stats.observe_draft(0 if padded else d, a)
+
+
+@dataclass(slots=True)
+class SpecDecodingStats:
+    """A run's speculative decoding as vLLM 0.33 counts it (`v1/spec_decode/metrics.py`, `SpecDecodingStats`;
+    `vllm bench serve`'s "Speculative Decoding" block reads the same counters): verifications (`num_drafts`),
+    drafts verified and accepted, and how often each position was accepted. A verification of drafts the scheduler
+    padded in counts with none (vLLM subtracts them as invalid, `scheduler.py` 3313-3319)."""
+
+    num_spec_tokens: int
+    num_drafts: int = 0
+    num_draft_tokens: int = 0
+    num_accepted_tokens: int = 0
+    num_accepted_tokens_per_pos: list[int] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.num_accepted_tokens_per_pos:
+            self.num_accepted_tokens_per_pos = [0] * self.num_spec_tokens
+
+    def observe_draft(self, num_draft_tokens: int, num_accepted_tokens: int) -> None:
+        self.num_drafts += 1
+        self.num_draft_tokens += num_draft_tokens
+        self.num_accepted_tokens += num_accepted_tokens
+        for i in range(num_accepted_tokens):
+            self.num_accepted_tokens_per_pos[i] += 1
+
+    @property
+    def acceptance_rate(self) -> float:
+        """Accepted drafts over drafts verified (`vllm bench serve`'s "Acceptance rate", as a fraction)."""
+        return self.num_accepted_tokens / self.num_draft_tokens if self.num_draft_tokens else 0.0
+
+    @property
+    def acceptance_length(self) -> float:
+        """Tokens a verification yields on average: 1 + accepted / verifications ("Acceptance length")."""
+        return 1 + self.num_accepted_tokens / self.num_drafts if self.num_drafts else 0.0
+
+    @property
+    def per_position_acceptance_rates(self) -> list[float]:
+        """How often the i-th draft was accepted, per verification."""
+        n = self.num_drafts
+        return [a / n if n else 0.0 for a in self.num_accepted_tokens_per_pos]
+
+    @property
+    def num_wasted_tokens(self) -> int:
+        """Drafts computed and rejected: the target's work for nothing."""
+        return self.num_draft_tokens - self.num_accepted_tokens
 
 
 def num_accepted(s: RequestState, step: int, num_drafts: int, acceptance: Acceptance | None) -> int:

@@ -20,7 +20,7 @@ import time
 from dataclasses import asdict
 from typing import Any
 
-from servesim.analysis.benchmark import BenchmarkMetrics, to_json
+from servesim.analysis.benchmark import BenchmarkMetrics, spec_decode_json, to_json
 from servesim.engine.result import SimResult
 from servesim.workloads.synthetic import RampUp
 
@@ -67,6 +67,7 @@ def result_file(result: SimResult, m: BenchmarkMetrics, metrics: tuple[str, ...]
     data |= to_json(m, metrics)
     if detailed:
         data |= per_request(result)
+    data |= spec_decode_json(result.spec_decoding)
     if result.prefix_cache is not None:  # vLLM's prefix-cache counters (its /metrics), not in its result file
         pc = result.prefix_cache
         data |= {"prefix_cache_queries": pc.query_tokens, "prefix_cache_hits": pc.hit_tokens,

@@ -13,6 +13,7 @@ from servesim.engine.queue import priority_key
 from servesim.engine.records import Reason
 from servesim.engine.request import RequestState, RequestStatus
 from servesim.engine.scheduler import Scheduler, SchedulerOutput
+from servesim.engine.speculation import SpecDecodingStats
 from servesim.engines.vllm.kv_cache_manager import PrefixCachingKV
 from servesim.engines.vllm.spec_decode import SpecDecode
 from servesim.errors import ConfigError
@@ -36,6 +37,10 @@ class VLLMScheduler(Scheduler):
         if self.spec is not None:
             self.stretches = False
             self.end_step = self._propose
+
+    @property
+    def spec_decoding(self) -> SpecDecodingStats | None:
+        return self.spec.stats if self.spec is not None else None
 
     def skipped(self, k: int, queue_empty: bool) -> None:
         if queue_empty:  # each of those passes scanned an empty queue: nothing was left waiting

@@ -20,7 +20,7 @@ from __future__ import annotations
 from servesim.engine.acceptance import Acceptance
 from servesim.engine.kv import blocks_for
 from servesim.engine.request import RequestState, RequestStatus
-from servesim.engine.speculation import SpecStep
+from servesim.engine.speculation import SpecDecodingStats, SpecStep
 from servesim.engines.config import EngineConfig
 
 
@@ -29,7 +29,7 @@ class SpecDecode:
     input budget left), and under async scheduling what vLLM has not yet seen of the last step (`pending`)."""
 
     __slots__ = ("k", "lookahead", "draft_slots", "max_model_len", "acceptance", "async_scheduling",
-                 "can_skip_drafts", "input_budget", "step", "pending")
+                 "can_skip_drafts", "input_budget", "step", "pending", "stats")
 
     def __init__(self, cfg: EngineConfig) -> None:
         spec = cfg.speculative_config
@@ -44,6 +44,7 @@ class SpecDecode:
         self.can_skip_drafts = self.lookahead > 0 and cfg.use_v2_model_runner
         self.input_budget = cfg.max_num_batched_tokens
         self.step = SpecStep()
+        self.stats = SpecDecodingStats(self.k)  # the run's, as vLLM counts them
         # async scheduling (S9): the last step's outcome per request that sampled in it, which vLLM processes only
         # after the next schedule(): (tokens gained, computed tokens rolled back, 1 + drafts placeholders)
         self.pending: dict[RequestState, tuple[int, int, int]] = {}
@@ -133,7 +134,7 @@ class SpecDecode:
         async scheduling K placeholder drafts on every request that samples (S9)."""
         step = self.step
         step.skip_drafts = self.can_skip_drafts and all(self._drafts_unused(s, n) for s, n in scheduled.items())
-        step.draw(self.acceptance)
+        step.draw(self.acceptance, self.stats)
         if self.async_scheduling:
             for s, n in scheduled.items():
                 num_tokens, computed, placeholders = self.view(s)
