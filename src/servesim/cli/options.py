@@ -414,6 +414,8 @@ class SimOptions(*_client_flags(), *_engine_flags()):
         if given:
             field = next(iter(given)) if "max_total_num_tokens" not in given else "max_total_num_tokens"
             flag = flags.FLAG_OF.get(field, "--" + field.replace("_", "-"))
+            if hasattr(flags, "named"):  # (the engine names the flag itself: a file of options, TensorRT-LLM's)
+                flag = flags.named(self, field)
             raise ConfigError(f"{flag} is an {spec.display} server option: add --policy {next(iter(spec.policies))}")
         return None
 
