@@ -171,8 +171,8 @@ class TrtllmScheduler(Scheduler):
             add(Waiting(s.request_id, reason, detail))
         queued = len(self.waiting.new)
         for s in self.waiting.new:
-            add(Waiting(s.request_id, Reason.MAX_NUM_SEQS, f"not yet active: max_batch_size "
-                        f"{self.trt.max_batch_size} requests are ({queued:,} queued)"))
+            add(Waiting(s.request_id, Reason.MAX_NUM_SEQS, f"not yet active: the active requests are at "
+                        f"max_batch_size {self.trt.max_batch_size} ({queued:,} queued)"))
 
 
 class RequestQueue:
