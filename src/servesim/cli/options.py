@@ -416,7 +416,9 @@ class SimOptions(*_client_flags(), *_engine_flags()):
             flag = flags.FLAG_OF.get(field, "--" + field.replace("_", "-"))
             if hasattr(flags, "named"):  # (the engine names the flag itself: a file of options, TensorRT-LLM's)
                 flag = flags.named(self, field)
-            raise ConfigError(f"{flag} is an {spec.display} server option: add --policy {next(iter(spec.policies))}")
+            article = "an" if spec.display[0] in "AEIOSU" else "a"  # (an SGLang, a TensorRT-LLM)
+            raise ConfigError(f"{flag} is {article} {spec.display} server option: add --policy "
+                              f"{next(iter(spec.policies))}")
         return None
 
     def cost_model(self, policy: str | None = None):

@@ -126,6 +126,10 @@ def from_vllm_sizes(cfg: EngineConfig, trt: TrtllmConfig | None = None) -> tuple
         if own not in given:
             carried[own] = convert(value)
             moved.append(f"{vllm} {value} as {own} {carried[own]}")
+    if "max_num_tokens" in carried and "enable_chunked_prefill" not in given | set(carried) and \
+            cfg.enable_chunked_prefill:  # (vLLM's budget is a chunk budget: its chunking, on by default, comes too)
+        carried["enable_chunked_prefill"] = True
+        moved.append("vLLM's chunked prefill (on by default) as enable_chunked_prefill True")
     return replace(cfg, trtllm=replace(trt, **carried)), moved
 
 
