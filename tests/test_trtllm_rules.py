@@ -2,6 +2,8 @@
 follows, with its numbers derived by hand in the test, on the unit step clock (every step 1 s, so a request
 arriving at t = k joins before step k). Blocks of 4 tokens throughout (`tokens_per_block` 4)."""
 
+import pytest
+
 from servesim.engine import simulate
 from servesim.engine.records import Preemption, Reason
 from servesim.engine.request import Request
@@ -150,3 +152,18 @@ def test_fetch_new_requests_keeps_at_most_max_batch_size_active():
     assert why(r, 0, "c") == (Reason.MAX_NUM_SEQS,
                               "not yet active: the active requests are at max_batch_size 2 (1 queued)")
     assert rows(r, 1) == [("c", 4), ("b", 1)]
+
+
+def test_the_demo_column():
+    # the seed scenario (toy cost: 1 ms per decode, 0.1 ms per prompt token), batches of 256 tokens beside the 4
+    # decodes: FIRST_COME_FIRST_SERVED cuts L's chunk to 252 and rounds it down to the 32-token block: 224, eight
+    # times (1792), then the last 208 whole. A chunk step takes 4 + 22.4 = 26.4 ms (the worst gap); L waits 0.8 ms
+    # for the step in flight, then 8 x 26.4 + (4 + 20.8) = 236 ms: TTFT 236.8 ms
+    from servesim.analysis.metrics import worst_gap
+    from servesim.cli.sim import demo_results
+
+    r = demo_results()["trtllm"]
+    chunks = [e.num_scheduled_tokens for s in r.steps for e in s.scheduled if e.id == "L" and e.kind.value == "prefill"]
+    assert chunks == [224] * 8 + [208]
+    assert worst_gap(r).seconds * 1e3 == pytest.approx(26.4)
+    assert r.request("L").ttft * 1e3 == pytest.approx(236.8)

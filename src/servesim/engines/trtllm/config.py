@@ -135,9 +135,10 @@ def from_vllm_sizes(cfg: EngineConfig, trt: TrtllmConfig | None = None) -> tuple
 
 def unchunked_config(cfg: EngineConfig) -> EngineConfig:
     """A resolved `trtllm` run's config with chunked prefill off, to run again: the shared fields the resolution
-    filled back at their defaults."""
-    base = EngineConfig()
-    trt = replace(cfg.trtllm or TrtllmConfig(), enable_chunked_prefill=False)
+    filled back at their defaults, max_num_tokens raised to max_seq_len where it was smaller."""
+    base, trt = EngineConfig(), cfg.trtllm or TrtllmConfig()
+    # (a whole context must fit one batch: max_num_tokens at least the longest request allowed)
+    trt = replace(trt, enable_chunked_prefill=False, max_num_tokens=max(trt.max_num_tokens, cfg.max_model_len))
     return replace(cfg, **{name: getattr(base, name) for name in VLLM_ONLY}, trtllm=trt)
 
 
