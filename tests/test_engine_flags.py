@@ -15,9 +15,10 @@ import pytest
 from servesim import EngineConfig, Request, simulate
 from servesim.engines.registry import policy_class
 from servesim.engines.sglang.server_args import SGLangConfig
+from servesim.engines.trtllm.llm_args import TrtllmConfig
 from servesim.errors import ConfigError
 
-POLICIES = ("static", "continuous", "vllm", "vllm-v0", "sglang")
+POLICIES = ("static", "continuous", "vllm", "vllm-v0", "sglang", "trtllm")
 
 
 def _workload() -> list[Request]:
@@ -63,6 +64,9 @@ def _base(policy: str, extra: dict) -> EngineConfig:
     if policy == "sglang":
         return EngineConfig(sglang=SGLangConfig(chunked_prefill_size=256, max_running_requests=6,
                                                 max_total_num_tokens=640))
+    if policy == "trtllm":  # (every vLLM knob is refused: TensorRT-LLM's own are in tests/test_trtllm_flags.py)
+        return EngineConfig(trtllm=TrtllmConfig(max_num_tokens=512, max_batch_size=6, max_tokens=640,
+                                                tokens_per_block=16, enable_chunked_prefill=True))
     unread = policy_class(policy).unread  # (static and v0 keep no prefix cache to turn off beside swap)
     return EngineConfig(**(BASE | {k: v for k, v in extra.items() if k not in unread}))
 
@@ -79,6 +83,8 @@ def test_a_vllm_flag_is_honoured_or_refused(policy, knob):
     refused_by, words = REFUSED.get(knob, ((), ""))
     if policy == "sglang" and knob not in SGLANG_HONOURS:
         refused_by, words = {"sglang"}, "vLLM knobs?\\b.*under policy sglang"
+    if policy == "trtllm":
+        refused_by, words = {"trtllm"}, f"{knob} is a vLLM knob with no meaning under policy trtllm"
     config = replace(_base(policy, extra), **{knob: value})
     if policy in refused_by:
         with pytest.raises(ConfigError, match=words):

@@ -32,8 +32,9 @@ class Bound(str, enum.Enum):
 
 
 # SGLang's reasons count as the bound they are: no memory after the reserve, no request row, the chunk budget,
-# and the batch marked full (nothing joins until a request finishes, as a closed batch)
-_KV = {Reason.KV_BLOCKS, Reason.PREEMPTED, Reason.ADMISSION_FROZEN, Reason.NO_TOKEN}
+# and the batch marked full (nothing joins until a request finishes, as a closed batch); TensorRT-LLM's lifetime
+# reservation (GUARANTEED_NO_EVICT) is a KV bound
+_KV = {Reason.KV_BLOCKS, Reason.PREEMPTED, Reason.ADMISSION_FROZEN, Reason.NO_TOKEN, Reason.LIFETIME_KV}
 _SEATS = {Reason.MAX_NUM_SEQS, Reason.MAX_RUNNING_REQUESTS}
 _TOKENS = {Reason.TOKEN_BUDGET, Reason.CHUNK_BUDGET}
 _CLOSED = {Reason.BATCH_CLOSED, Reason.BATCH_FULL}

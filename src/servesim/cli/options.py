@@ -414,7 +414,11 @@ class SimOptions(*_client_flags(), *_engine_flags()):
         if given:
             field = next(iter(given)) if "max_total_num_tokens" not in given else "max_total_num_tokens"
             flag = flags.FLAG_OF.get(field, "--" + field.replace("_", "-"))
-            raise ConfigError(f"{flag} is an {spec.display} server option: add --policy {next(iter(spec.policies))}")
+            if hasattr(flags, "named"):  # (the engine names the flag itself: a file of options, TensorRT-LLM's)
+                flag = flags.named(self, field)
+            article = "an" if spec.display[0] in "AEIOSU" else "a"  # (an SGLang, a TensorRT-LLM)
+            raise ConfigError(f"{flag} is {article} {spec.display} server option: add --policy "
+                              f"{next(iter(spec.policies))}")
         return None
 
     def cost_model(self, policy: str | None = None):

@@ -17,6 +17,7 @@ from servesim.engine import simulate
 from servesim.engine.result import SimResult
 from servesim.engines.config import EngineConfig
 from servesim.engines.sglang.server_args import SGLangConfig
+from servesim.engines.trtllm.llm_args import TrtllmConfig
 from servesim.errors import ConfigError
 from servesim.workloads import load_workload
 
@@ -40,6 +41,9 @@ DEMO_POLICIES = {
     "sglang": EngineConfig(sglang=SGLangConfig(chunked_prefill_size=256, max_running_requests=8)),
     "sglang mixed": EngineConfig(sglang=SGLangConfig(chunked_prefill_size=256, max_running_requests=8,
                                                      enable_mixed_chunk=True)),
+    # TensorRT-LLM 1.2 with chunked context (FIRST_COME_FIRST_SERVED: a cut chunk rounded down to the 32-token
+    # block) in batches of 256 tokens beside the decodes
+    "trtllm": EngineConfig(trtllm=TrtllmConfig(max_batch_size=8, max_num_tokens=256, enable_chunked_prefill=True)),
 }
 
 
@@ -53,7 +57,7 @@ def demo(
     steps: Annotated[int, typer.Option(help="Rows of each per-step table to show (0 = all).")] = 16,
 ) -> None:
     """The seed scenario (4 short requests decoding, a 2000-token prompt arriving at 20 ms) under static,
-    continuous, vllm and sglang (and sglang with mixed chunks) scheduling, toy cost (1 ms per decode, 0.1 ms per
+    continuous, vllm, sglang (and sglang with mixed chunks) and trtllm scheduling, toy cost (1 ms per decode, 0.1 ms per
     prefill token), 8 seats, chunks of 256 tokens."""
     import shutil
 

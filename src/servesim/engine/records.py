@@ -35,6 +35,9 @@ class Reason(str, enum.Enum):
     MAX_RUNNING_REQUESTS = "max_running_requests"  # no request row left (the chunked request holds one)
     BATCH_FULL = "batch_is_full"  # the running batch was marked full: no prefill is tried until it shrinks
     PREFILL_FIRST = "prefill_first"  # a running request's decode waits while a prefill batch runs
+    # TensorRT-LLM's (policy trtllm)
+    LIFETIME_KV = "lifetime_kv"  # GUARANTEED_NO_EVICT: its whole lifetime of KV does not fit beside the reservations
+    REUSE_SKIP = "reuse_skip"  # beneficialToSkip: it waits a step to reuse a block another request computes now
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,7 @@
 """A run's engine configuration: the knobs every engine shares, under vLLM's names verbatim (vLLM v1's token
 budget is servesim's common model of a step), and one section per engine with server arguments of its own
-(`sglang`: SGLang's, `servesim.engines.sglang.server_args`). Each engine resolves it once, in its package
+(`sglang`: SGLang's, `servesim.engines.sglang.server_args`; `trtllm`: TensorRT-LLM's,
+`servesim.engines.trtllm.llm_args`). Each engine resolves it once, in its package
 (`EngineSpec.resolve`); the shared knobs' defaults per GPU and model are filled here (`resolve_shared`)."""
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 
 from servesim.engine.request import Request
 from servesim.engines.sglang.server_args import SGLangConfig
+from servesim.engines.trtllm.llm_args import TrtllmConfig
 from servesim.engines.vllm.speculative import SpeculativeConfig, speculative_config
 from servesim.errors import ConfigError
 
@@ -72,6 +74,8 @@ class EngineConfig:
     frontend_latency_per_token: float = 0.0
     # policy sglang: SGLang's own server arguments (`servesim.engines.sglang.server_args`); None = its defaults
     sglang: SGLangConfig | None = None
+    # policy trtllm: TensorRT-LLM's own LLM API arguments (`servesim.engines.trtllm.llm_args`); None = its defaults
+    trtllm: TrtllmConfig | None = None
     # vLLM's --speculative-config (`servesim.engines.vllm.speculative`; a dict or its JSON text is taken too);
     # None = no speculative decoding
     speculative_config: SpeculativeConfig | None = None
@@ -201,7 +205,8 @@ class EngineConfig:
         return cfg
 
 
-SECTIONS = {"sglang": SGLangConfig}  # the engine sections: field name -> its class (`EngineSpec.section`)
+# the engine sections: field name -> its class (`EngineSpec.section`)
+SECTIONS = {"sglang": SGLangConfig, "trtllm": TrtllmConfig}
 MAX_COUNT = 2**31 - 1  # tokens, blocks, sequences: the step log keeps them as 32-bit integers
 
 

@@ -20,7 +20,8 @@ if TYPE_CHECKING:
     from servesim.engines.config import EngineConfig
 
 DEFAULT_POLICY = "vllm"  # what `simulate` runs when no policy is named
-PACKAGES = ("lesson", "vllm", "sglang")  # servesim.engines.<package>.engine.ENGINE, in the order `--help` lists them
+# servesim.engines.<package>.engine.ENGINE, in the order `--help` lists them
+PACKAGES = ("lesson", "vllm", "sglang", "trtllm")
 
 
 @dataclass(frozen=True, slots=True)
