@@ -64,13 +64,23 @@ class Fabric:
     network: float  # bytes/s one way, the GPU's NIC
     network_latency: float
     network_efficiency: float
-    protocols: tuple[tuple[float, float], ...] = ()  # NCCL all-reduce protocols inside the domain
+    protocols: tuple[tuple[float, float], ...] = ()  # NCCL's protocols inside the domain at `size` GPUs
+    size: int = 0
+    by_size: tuple = ()  # the GPU file's NCCL protocols per group size ([allreduce]); others get `protocols`'
+    # default, (allreduce_latency, interconnect efficiency)
 
     @classmethod
-    def of(cls, gpu: GpuSpec, protocols: tuple[tuple[float, float], ...] = ()) -> Fabric:
+    def of(cls, gpu: GpuSpec, protocols: tuple[tuple[float, float], ...] = (), size: int = 0) -> Fabric:
+        """`protocols`: those of a group of `size` GPUs (a calibrated profile's at its TP size)."""
+        default = ((gpu.allreduce_latency, gpu.interconnect_efficiency),)
         return cls(gpu.nvlink_domain, gpu.interconnect_bandwidth / 2, gpu.allreduce_latency,
                    gpu.interconnect_efficiency, gpu.network_bandwidth, gpu.network_latency, gpu.network_efficiency,
-                   protocols or ((gpu.allreduce_latency, gpu.interconnect_efficiency),))
+                   protocols or default, size, gpu.allreduce_by_tp)
+
+    def _protocols(self, n: int) -> tuple[tuple[float, float], ...]:
+        if n == self.size or not self.by_size:
+            return self.protocols
+        return dict(self.by_size).get(n, ((self.nvlink_latency, self.nvlink_efficiency),))
 
     def nodes(self, span: int) -> int:
         """NVLink domains `span` GPUs fill (a layout fills each before the next)."""
@@ -87,7 +97,7 @@ class Fabric:
         if n <= 1:
             return 0.0
         if span <= self.domain:
-            return allreduce_time(size, n, self.nvlink, self.protocols, custom)
+            return allreduce_time(size, n, self.nvlink, self._protocols(n), custom)
         return self._across(span) + 2.0 * (n - 1) / n * size / (self.network * self.network_efficiency)
 
     def all_gather(self, size: float, n: int, span: int | None = None) -> float:
@@ -97,7 +107,7 @@ class Fabric:
             return 0.0
         wire = (n - 1) / n * size
         if span <= self.domain:
-            return min(lat + wire / (self.nvlink * eff) for lat, eff in self.protocols)
+            return min(lat + wire / (self.nvlink * eff) for lat, eff in self._protocols(n))
         return self._across(span) + wire / (self.network * self.network_efficiency)
 
     reduce_scatter = all_gather

@@ -61,6 +61,14 @@ def simulate(
         raise ConfigError(f"unknown record level {record!r}; valid: {', '.join(RECORD_LEVELS)}")
     check_requests(requests)
     cost_model = get_cost_model(cost) if isinstance(cost, str) else cost
+    layout = getattr(cost_model, "layout", None)
+    if layout is not None and layout.dp > 1:  # data-parallel ranks: one engine each (`servesim.cluster.dp`)
+        from servesim.cluster.dp import simulate_dp
+
+        if sink is not None or max_records is not None:  # (a progress bar is not drawn over the ranks)
+            raise ConfigError("data-parallel ranks: their step records are each rank's; a trace, a sink or "
+                              "max_records over them is not modelled yet (run, report and validate are)")
+        return simulate_dp(requests, config or EngineConfig(), policy, cost_model, record, check_invariants, fast)
     cfg = resolve_config(config or EngineConfig(), policy, requests, cost_model)
     if max_records is not None and max_records < 0:
         raise ConfigError(f"max_records must be >= 0, got {max_records}")
