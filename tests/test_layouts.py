@@ -234,3 +234,13 @@ def test_the_cli_takes_each_engines_layout_flags(monkeypatch, capsys):
     code, out, err = cli(monkeypatch, capsys, *run, "--tp", "1", "--data-parallel-size", "2",
                          "--enable-expert-parallel")
     assert code == 0, err
+
+
+def test_a_closed_loop_over_lockstep_ranks_sends_each_request_as_a_slot_frees():
+    # (a bug fixed: a finish's stop for the cluster's clock left a rank's next arrival in the past, and the group
+    # waited for it forever) 8 requests, at most 2 in flight over two ranks: the third is sent at the first finish
+    cost = Roofline("qwen3-30b-a3b", "h100", layout=Layout.vllm(1, 2, True))
+    reqs = [Request(f"r{i}", 0.0, 64, 4 + i) for i in range(8)]
+    t = simulate(reqs, EngineConfig(max_concurrency=2), "vllm", cost, record="summary").timelines
+    assert t.finished.all()
+    assert t[2].arrival_time == pytest.approx(min(t[0].finish_time, t[1].finish_time))

@@ -53,7 +53,7 @@ class DpGroup(Cluster):
             self.route_due(clock)
             outs = []
             for r in ranks:
-                r.now = clock
+                r.now, r.horizon, r.until = clock, math.inf, math.inf  # (the cluster's stops: none in lockstep)
                 r.add_arrivals()
                 r.sched.step_index = r.step
                 outs.append(r.sched.schedule(0))
