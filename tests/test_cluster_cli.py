@@ -16,7 +16,8 @@ def test_routers_lists_every_router():
     out = invoke("routers")
     assert out.exit_code == 0
     assert [line.split()[0] for line in out.output.splitlines()] == [
-        "round-robin", "random", "least-loaded", "least-kv", "prefix-aware", "weighted:prefix=3,queue=2,kv=2"]
+        "round-robin", "random", "least-loaded", "least-kv", "prefix-aware", "vllm-dp",
+        "weighted:prefix=3,queue=2,kv=2"]
 
 
 def test_run_on_replicas_writes_replicas_and_pd_figures(tmp_path):

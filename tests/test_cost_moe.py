@@ -7,6 +7,7 @@ import pytest
 from helpers import cli
 
 from servesim.cost import Roofline, StepShape
+from servesim.cost.layout import Layout
 from servesim.cost.specs import load_model
 from servesim.errors import ConfigError
 
@@ -77,8 +78,9 @@ def test_experts_sharded_by_width_or_whole_read_the_same_bytes_differently():
     # By width (vLLM's default) each GPU reads 8 half-experts (gate_up 2,048 x 768, bf16) and moves the token's 8
     # routed copies in and out; whole experts (--enable-expert-parallel) each GPU holds 64 experts, 4 of the 8
     # touched and 4 of the routed copies, each at full width (gate_up 2,048 x 1,536). Over 48 layers.
+    # (uniform routing: no load imbalance between the two EP ranks)
     tp = Roofline("qwen3-30b-a3b", "h100", 2)
-    ep = Roofline("qwen3-30b-a3b", "h100", 2, enable_expert_parallel=True)
+    ep = Roofline("qwen3-30b-a3b", "h100", layout=Layout.vllm(2, enable_expert_parallel=True, imbalance=1.0))
     shape = StepShape.of(decodes=[100])
     up = {r: {o.name: o for o in r.breakdown(shape)}["experts.gate_up_proj"] for r in (tp, ep)}
     assert up[tp].bytes == pytest.approx(48 * (8 * 2048 * 768 * 2 + 8 * (2048 + 768) * 2))
@@ -186,7 +188,7 @@ def test_each_engine_takes_expert_parallelism_under_its_own_flag(monkeypatch, ca
     run = ["run", "--workload", "random", "--num-requests", "4", "--model", "qwen3-30b-a3b", "--tp", "2"]
     for extra, said in ((["--ep-size", "2"], "--ep-size is an SGLang server option: add --policy sglang"),
                         (["--policy", "sglang", "--enable-expert-parallel"], "SGLang's is --ep-size N"),
-                        (["--policy", "sglang", "--ep-size", "3"], "--ep-size 3: a MoE TP of tp / ep_size")):
+                        (["--policy", "sglang", "--ep-size", "3"], "--ep-size 3: must divide --tp-size 2")):
         code, _, err = cli(monkeypatch, capsys, *run, *extra)
         assert code == 2 and said in err, err
     # and the same run under either engine's flag

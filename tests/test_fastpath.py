@@ -1,5 +1,7 @@
 """The closed-form fast path gives what the step-by-step engine gives (issue 7)."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, example, given, settings
@@ -338,3 +340,30 @@ def test_trtllm_invariants_and_every_request_finishes(case):
     assert len(done) + len(r.rejected) == len(reqs)
     if cfg.trtllm.capacity_scheduler_policy != "MAX_UTILIZATION":
         assert r.preemptions == ()
+
+
+EP_LAYOUTS = [("vllm --tp 2 --enable-expert-parallel", {"tp": 2, "enable_expert_parallel": True}),
+              ("sglang --tp 4 --ep-size 2 (MoE TP 2)", {"tp": 4, "ep_size": 2}),
+              ("sglang --tp 4 --moe-a2a-backend deepep (auto: normal kernels in prefill steps)",
+               {"tp": 4, "moe_a2a_backend": "deepep"})]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios(), st.sampled_from(EP_LAYOUTS))
+def test_expert_parallel_layouts_fast_path_is_step_by_step(scenario, layout):
+    """Expert parallelism in one engine (one data-parallel rank) enters the engine loop: its all-to-all (DeepEP's
+    auto mode switching kernels with the step's prefill) is in the decode stretches as in each step."""
+    from servesim.cost import Roofline
+    from servesim.cost.layout import from_flags
+
+    requests, config, policy = scenario
+    if config.max_model_len is None:  # (the scenario's, as under the toy cost: not the model's 40,960)
+        config = replace(config, max_model_len=max(r.prompt_len + r.output_len for r in requests))
+    flags = dict(layout[1])
+    tp = flags.pop("tp")
+    engine = "sglang" if "ep_size" in flags or "moe_a2a_backend" in flags else "vllm"
+    cost = Roofline("qwen3-30b-a3b", "h100", layout=from_flags(engine, tp, **flags))
+    fast = simulate(requests, config, policy, cost, record="full", fast=True)
+    slow = simulate(requests, config, policy, cost, record="full", fast=False)
+    same_timelines(fast, slow)
+    assert [s.duration for s in fast.steps] == pytest.approx([s.duration for s in slow.steps], rel=1e-12)

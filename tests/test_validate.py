@@ -115,15 +115,24 @@ def test_aic_silicon_rows_as_deployments(tmp_path):
             "blk,src,sglang,0.5.9,Qwen/Qwen3-32B,h100_sxm,fp8,agg,1024,128,fp8_block,,16,2,1,,,,100,10",
             "dp,src,sglang,0.5.9,Qwen/Qwen3-32B,h100_sxm,,agg,1024,128,,,16,2,1,2,,,100,10",
             "ep,src,vllm,0.18.0,MiniMaxAI/MiniMax-M2.5,h100_sxm,fp8,agg,1024,128,fp8,fp8,16,4,1,1,1,4,100,10",
-            "mtp,src,vllm,0.12.0,Qwen/Qwen3-235B-A22B-FP8,h200_sxm,fp8,agg,1024,128,fp8,fp8,16,1,1,,2,1,100,10"]
+            "mtp,src,vllm,0.12.0,Qwen/Qwen3-235B-A22B-FP8,h200_sxm,fp8,agg,1024,128,fp8,fp8,16,1,1,,2,1,100,10",
+            "both,src,vllm,0.19.0,MiniMaxAI/MiniMax-M2.5,h200_sxm,fp8,agg,1024,128,fp8,fp8,16,4,1,1,2,2,100,10",
+            "sgl,src,sglang,0.5.9,deepseek-ai/DeepSeek-R1,h200_sxm,fp8,agg,1024,128,fp8,fp8_block,16,4,1,1,1,8,100,10"]
     (tmp_path / "s.csv").write_text(SILICON_HEAD + "\n".join(rows) + "\n")
     from servesim.validate.aic import read_silicon
 
     points, out = read_silicon(tmp_path / "s.csv")
-    assert [p.fields["id"] for p in points] == ["ok", "ep"]
+    assert [p.fields["id"] for p in points] == ["ok", "dp", "ep", "mtp"]
+    ok, dp, ep, mtp = (p.fields for p in points)
     # MoE with moe_ep_size = tp_size and MoE TP 1: vLLM's --enable-expert-parallel (whole experts over the TP ranks)
-    assert points[1].fields["model"] == "minimax-m2.5" and points[1].fields["enable_expert_parallel"] is True
-    assert "enable_expert_parallel" not in points[0].fields
+    assert ep["model"] == "minimax-m2.5" and ep["enable_expert_parallel"] is True
+    assert "enable_expert_parallel" not in ok
+    # SGLang's attention DP: AIConfigurator's tp_size is attention's per rank, so --tp-size 4 with
+    # --enable-dp-attention --dp-size 2; its batch_size is per rank: 2 x 16 in flight
+    assert (dp["tp"], dp["enable_dp_attention"], dp["dp_size"], dp["concurrency"]) == (4, True, 2, 32)
+    # vLLM with the experts over 2 GPUs by width beside attention TP 1: two DP ranks (vLLM's MoE TP = TP x DP)
+    assert (mtp["tp"], mtp["data_parallel_size"], "enable_expert_parallel" in mtp, mtp["concurrency"]) == (
+        1, 2, False, 32)
     f = points[0].fields
     # a closed loop of 16, one wave of warm-up, four measured; FP8 GEMMs as --quantization fp8 and, the row's
     # precision being AIConfigurator's fp8 profile (FP8 GEMMs and KV cache), --kv-cache-dtype fp8
@@ -137,11 +146,12 @@ def test_aic_silicon_rows_as_deployments(tmp_path):
         "bw: GPU b200 is not a servesim GPU yet",
         "trt: engine trtllm has no servesim scheduler yet",
         "blk: fp8_block weights of Qwen/Qwen3-32B: servesim has its checkpoint in BF16 only",
-        "dp: attention_dp_size 2 is not modelled yet",
-        "mtp: moe_tp_size 2 apart from tp_size 1 is not modelled yet"]
+        "both: moe_tp_size 2 beside moe_ep_size 2: vLLM's experts are whole (EP) or split (TP), not both",
+        "sgl: moe_tp_size 1 x moe_ep_size 8 beside tp_size 4 x attention_dp_size 1: not an SGLang layout (its "
+        "--tp-size GPUs hold the experts)"]
     # as AIConfigurator's benchmark script sends the point (bench_run.sh.j2): AIPerf, a warm-up of 2C = 32, then
     # 20C = 320 measured, every user starting together
-    (g, _), _ = read_silicon(tmp_path / "s.csv", client="aiperf")
+    (g, *_), _ = read_silicon(tmp_path / "s.csv", client="aiperf")
     assert (g.fields["client"], g.fields["warmup_requests"], g.fields["num_requests"], "start" in g.fields) == (
         "aiperf", 32, 320, False)
     with pytest.raises(ConfigError, match="vllm-bench or aiperf"):

@@ -31,7 +31,8 @@ LESSON_BUDGET = 256
 DEFAULT_MODEL, DEFAULT_GPU, DEFAULT_TP = "llama-3-8b", "h100-80gb", 1
 DTYPES = ("auto", "half", "float16", "bfloat16", "fp16", "bf16")  # vLLM's 16-bit --dtype values: 2 bytes each
 TOY_OPTIONS = ("decode_ms", "prefill_token_ms", "overhead_ms")
-ROOFLINE_OPTIONS = ("model", "gpu", "tp", "dtype", "quantization", "kv_cache_dtype", "enable_expert_parallel")
+ROOFLINE_OPTIONS = ("model", "gpu", "tp", "dtype", "quantization", "kv_cache_dtype", "enable_expert_parallel",
+                    "layout")
 # The engine profile's options; `async_scheduling` is also the engine's (it is never refused).
 ENGINE_OPTIONS = ("engine", "enforce_eager", "distributed_executor_backend", "disable_custom_all_reduce",
                   "async_scheduling")
@@ -79,17 +80,19 @@ def build_cost(cost: CostModel | str = "auto", workload: object = None, default_
 
         preset = get_engine(engine.pop("engine", None) or default_engine, **engine)
         more = {"backend_version": aic.get("aic_backend_version")} if name == "aic" else {}
+        shape = {"layout": roof["layout"]} if "layout" in roof else {
+            "tp": roof.get("tp", DEFAULT_TP), "enable_expert_parallel": roof.get("enable_expert_parallel", False)}
         return get_cost_model(name, model=roof.get("model", DEFAULT_MODEL), gpu=roof.get("gpu", DEFAULT_GPU),
-                              tp=roof.get("tp", DEFAULT_TP), engine=preset, quantization=roof.get("quantization"),
-                              kv_cache_dtype=roof.get("kv_cache_dtype", "auto"),
-                              enable_expert_parallel=roof.get("enable_expert_parallel", False), **more)
+                              engine=preset, quantization=roof.get("quantization"),
+                              kv_cache_dtype=roof.get("kv_cache_dtype", "auto"), **shape, **more)
     _refuse(strict, f"the profile {name} (its step overhead is its own measured host time)"
             if name.endswith(PROFILE_SUFFIXES) else f"the {name} cost")
     if name not in COST_MODELS and name.endswith(PROFILE_SUFFIXES):
         if "gpu" in roof:
             raise ConfigError(f"--gpu {roof['gpu']}: the profile {name} was fitted on its own GPU; drop --gpu "
                               "(or use --cost roofline --gpu NAME)")
-        _refuse({k: roof[k] for k in ("quantization", "kv_cache_dtype", "enable_expert_parallel") if k in roof},
+        _refuse({k: roof[k] for k in ("quantization", "kv_cache_dtype", "enable_expert_parallel", "layout")
+                 if k in roof},
                 f"the profile {name} (fitted at its own precision)")
         return get_cost_model(name, tp=roof.get("tp"), model=roof.get("model"))
     _refuse(roof, f"the {name} cost")
@@ -98,7 +101,8 @@ def build_cost(cost: CostModel | str = "auto", workload: object = None, default_
 
 def _refuse(given: dict[str, Any], what: str) -> None:
     if given:
-        names = ", ".join(f"{_flag(k)} {v}" for k, v in given.items())
+        names = ", ".join(f"the parallel layout ({v.describe()})" if k == "layout" else f"{_flag(k)} {v}"
+                          for k, v in given.items())
         raise ConfigError(f"{names}: not an option of {what}; drop it or choose the cost model that has it")
 
 

@@ -67,6 +67,20 @@ def cost(
     enable_expert_parallel: Annotated[bool | None, typer.Option(
         "--enable-expert-parallel", help="MoE models: whole experts per GPU (vLLM's expert parallelism) "
         "[default: off].")] = None,
+    data_parallel_size: Annotated[int | None, typer.Option(
+        "--data-parallel-size", "-dp", help="vLLM: data-parallel ranks of --tp GPUs; the step is one rank's, every "
+        "rank alike [default: 1].")] = None,
+    all2all_backend: Annotated[str | None, typer.Option(
+        help="vLLM, EP over DP > 1: allgather_reducescatter | deepep_high_throughput | deepep_low_latency.")] = None,
+    ep_size: Annotated[int | None, typer.Option(help="SGLang (--engine sglang): whole experts over N of the --tp "
+                                                "GPUs, MoE TP --tp / N [default: 1].")] = None,
+    enable_dp_attention: Annotated[bool | None, typer.Option(
+        "--enable-dp-attention", help="SGLang: attention DP, --dp-size ranks of --tp / --dp-size GPUs.")] = None,
+    dp_size: Annotated[int | None, typer.Option(help="SGLang, with --enable-dp-attention: the ranks.")] = None,
+    moe_a2a_backend: Annotated[str | None, typer.Option(help="SGLang: none | deepep.")] = None,
+    deepep_mode: Annotated[str | None, typer.Option(help="SGLang, deepep: normal | low_latency | auto.")] = None,
+    expert_load_imbalance: Annotated[float | None, typer.Option(
+        help="Expert parallelism: the busiest EP rank's routed tokens over the mean [default: 1.52].")] = None,
     engine: Annotated[str | None, typer.Option(help="Engine profile (host time per step): vllm-0.33 | vllm-0.13 | "
                                                "vllm-0.2 | trtllm | sglang [default: vllm-0.33].")] = None,
     enforce_eager: EnforceEagerOpt = None,
@@ -88,9 +102,16 @@ def cost(
     if cost_profile is not None and cost_profile != "aic" and not cost_profile.endswith((".json", ".toml")):
         raise ConfigError(f"--cost {cost_profile}: expected aic or a profile PATH.json or PATH.toml (`servesim "
                           "calibrate`)")
-    roof = build_cost(cost_profile or "roofline", model=model, gpu=gpu, tp=tp, quantization=quantization,
-                      aic_backend_version=aic_backend_version,
-                      kv_cache_dtype=kv_cache_dtype, engine=engine, enable_expert_parallel=enable_expert_parallel,
+    from servesim.cost.layout import from_flags
+
+    layout = from_flags("sglang" if (engine or "").startswith("sglang") else "vllm", tp, expert_load_imbalance,
+                        enable_expert_parallel=enable_expert_parallel, data_parallel_size=data_parallel_size,
+                        all2all_backend=all2all_backend, ep_size=ep_size, enable_dp_attention=enable_dp_attention,
+                        dp_size=dp_size, moe_a2a_backend=moe_a2a_backend, deepep_mode=deepep_mode)
+    shaped = {"layout": layout} if layout is not None else {"tp": tp}
+    roof = build_cost(cost_profile or "roofline", model=model, gpu=gpu, quantization=quantization,
+                      aic_backend_version=aic_backend_version, **shaped,
+                      kv_cache_dtype=kv_cache_dtype, engine=engine,
                       enforce_eager=enforce_eager, distributed_executor_backend=distributed_executor_backend,
                       disable_custom_all_reduce=disable_custom_all_reduce, async_scheduling=async_scheduling)
     chunks = [c for spec in prefill or () for c in parse_prefill(spec)]
@@ -104,7 +125,8 @@ def cost(
     e = roof.engine
     if as_json:
         print(json.dumps({
-            "model": roof.model.name, "gpu": roof.gpu.name, "tp": roof.tp, "total_ms": total * 1e3,
+            "model": roof.model.name, "gpu": roof.gpu.name, "tp": roof.tp, "layout": _layout_json(roof),
+            "total_ms": total * 1e3, "by_bound": {k: v * 1e3 for k, v in _by_bound(parts).items()},
             "device_ms": device * 1e3, "host_ms": host * 1e3, "launch_ms": issue * 1e3, "bound": bound,
             "engine": None if e is None else {
                 "name": e.name, "version": e.version, "enforce_eager": e.enforce_eager,
@@ -118,7 +140,10 @@ def cost(
         }, indent=2))
         return
     measured = getattr(roof, "database", None)
-    table = _table(f"{roof.model.name} on {roof.tp} x {roof.gpu.name}: {shape.num_tokens} tokens "
+    lay = getattr(roof, "layout", None)
+    where = f"{lay.gpus} x {roof.gpu.name} ({lay.describe()})" if lay is not None and lay.gpus > lay.tp or (
+        lay is not None and lay.moe_ep > 1) else f"{roof.tp} x {roof.gpu.name}"
+    table = _table(f"{roof.model.name} on {where}: {shape.num_tokens} tokens "
                    f"({shape.num_decodes} decodes, {len(chunks)} prefill chunks)"
                    + (f"; AIConfigurator's {' '.join(measured)} tables" if measured else ""))
     table.add_column("operator")
@@ -128,6 +153,8 @@ def cost(
     gpu_total = sum(p.seconds for p in parts)
     for p in parts:
         table.add_row(p.name, f"{p.seconds * 1e3:.3f}", f"{p.seconds / gpu_total:.0%}", p.bound)
+    if not measured:
+        table.add_row("by bound", "", "", " · ".join(f"{k} {v / gpu_total:.0%}" for k, v in _by_bound(parts).items()))
     if e is None:
         table.add_row("total", f"{total * 1e3:.3f}", "100%", "", style="bold")
         _console().print(table)
@@ -141,6 +168,22 @@ def cost(
     _console().print(table)
     for which, why in (getattr(roof, "fallbacks", None) or {}).items():
         print(f"note: {which}: priced by the roofline, the tables have none ({why})")
+
+
+def _by_bound(parts) -> dict[str, float]:
+    """Seconds of the operators by what bounds each (compute, memory, communication, overhead), largest first."""
+    out: dict[str, float] = {}
+    for p in parts:
+        out[p.bound] = out.get(p.bound, 0.0) + p.seconds
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+
+def _layout_json(roof) -> dict | None:
+    lay = getattr(roof, "layout", None)
+    if lay is None:
+        return None
+    return {"tp": lay.tp, "dp": lay.dp, "moe_tp": lay.moe_tp, "moe_ep": lay.moe_ep, "moe_comm": lay.moe_comm,
+            "expert_load_imbalance": lay.imbalance, "gpus": lay.gpus}
 
 
 def _split(roof, shape: StepShape) -> tuple[float, float, float, str]:

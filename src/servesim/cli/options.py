@@ -167,9 +167,27 @@ class SimOptions(*_client_flags(), *_engine_flags()):
                                                         "whole experts per GPU (E / tp each), vLLM's expert "
                                                         "parallelism, instead of each expert's width split over "
                                                         "the tp GPUs. Default: off.")] = None
-    ep_size: Annotated[int | None, _opt("--ep-size", help="SGLang's expert parallelism, MoE models: --ep-size N "
-                                        "with N = --tp shards whole experts over the GPUs (as "
-                                        "--enable-expert-parallel does for vLLM). Default 1.")] = None
+    ep_size: Annotated[int | None, _opt("--ep-size", help="SGLang, MoE models: whole experts over N GPUs, each "
+                                        "expert's width over --tp / N (MoE TP). Default 1.")] = None
+    data_parallel_size: Annotated[int | None, _opt("--data-parallel-size", "-dp", help="vLLM: N engine ranks of "
+                                                   "--tp GPUs each, requests spread by vLLM's DP load balancing; a "
+                                                   "MoE model's ranks step together. Default 1.")] = None
+    all2all_backend: Annotated[str | None, _opt("--all2all-backend", help="vLLM, expert parallelism over DP > 1: "
+                                                "allgather_reducescatter | deepep_high_throughput | "
+                                                "deepep_low_latency. Default: allgather_reducescatter.")] = None
+    enable_dp_attention: Annotated[bool | None, _opt("--enable-dp-attention", help="SGLang: attention data "
+                                                     "parallel, --dp-size ranks of --tp / --dp-size GPUs each, "
+                                                     "their tokens gathered for the MoE. Default: off.")] = None
+    dp_size: Annotated[int | None, _opt("--dp-size", help="SGLang, with --enable-dp-attention: the attention DP "
+                                        "ranks. Default 1.")] = None
+    moe_a2a_backend: Annotated[str | None, _opt("--moe-a2a-backend", help="SGLang: none | deepep (DeepEP's "
+                                                "dispatch and combine; EP = --tp). Default: none.")] = None
+    deepep_mode: Annotated[str | None, _opt("--deepep-mode", help="SGLang, --moe-a2a-backend deepep: normal | "
+                                            "low_latency | auto (normal for a prefill step). Default: auto.")] = None
+    expert_load_imbalance: Annotated[float | None, _opt("--expert-load-imbalance", help="Roofline, expert "
+                                                        "parallelism: the busiest EP rank's routed tokens over the "
+                                                        "mean. Default 1.52 (1 / 0.66, EPLB's measured balance; "
+                                                        "docs/cost-models.md).")] = None
     engine: Annotated[str | None, _opt("--engine", help="Roofline engine profile (host time per step): vllm-0.33 | "
                                        "vllm-0.13 (async scheduling off: 0.10-0.13) | vllm-0.2 | trtllm | sglang. "
                                        "Default: vllm-0.33.")] = None
@@ -434,33 +452,29 @@ class SimOptions(*_client_flags(), *_engine_flags()):
         return build_cost(self.cost, self.workload_name(), preset,
                           model=self.model, gpu=self.gpu, tp=self.tp,
                           dtype=self.dtype, quantization=self.quantization, kv_cache_dtype=self.kv_cache_dtype,
-                          enable_expert_parallel=self._expert_parallel(policy),
+                          layout=self.layout(policy),
                           decode_ms=self.decode_ms, prefill_token_ms=self.prefill_token_ms,
                           overhead_ms=self.overhead_ms, engine=self.engine, enforce_eager=self.enforce_eager,
                           distributed_executor_backend=self.distributed_executor_backend,
                           disable_custom_all_reduce=self.disable_custom_all_reduce,
                           async_scheduling=async_scheduling, aic_backend_version=self.aic_backend_version)
 
-    def _expert_parallel(self, policy: str | None) -> bool | None:
-        """Whole experts per GPU, under the engine's own flag: vLLM's --enable-expert-parallel, SGLang's
-        --ep-size N (ServerArgs.ep_size; N = tp: each GPU its E / tp experts, MoE TP 1)."""
+    def layout(self, policy: str | None):
+        """The parallel layout under the engine's own flags (`servesim.cost.layout.from_flags`): vLLM's
+        --enable-expert-parallel, --data-parallel-size, --all2all-backend; SGLang's --ep-size, --enable-dp-attention,
+        --dp-size, --moe-a2a-backend, --deepep-mode. None: none given."""
+        from servesim.cost.layout import from_flags
         from servesim.engines.registry import engine_for
 
         engine = None if policy is None else engine_for(policy).name
-        if self.ep_size is None:
-            if self.enable_expert_parallel and engine == "sglang":
-                raise ConfigError("--enable-expert-parallel is vLLM's flag; SGLang's is --ep-size N (N = --tp)")
-            return self.enable_expert_parallel
-        if engine not in (None, "sglang"):
-            raise ConfigError("--ep-size is an SGLang server option: add --policy sglang (vLLM's is "
-                              "--enable-expert-parallel)")
-        tp = self.tp or 1
-        if self.ep_size not in (1, tp):
-            raise ConfigError(f"--ep-size {self.ep_size}: a MoE TP of tp / ep_size beside EP is not modelled yet; "
-                              f"expected 1 or --tp ({tp})")
-        if self.enable_expert_parallel is not None:
-            raise ConfigError("--ep-size and --enable-expert-parallel say the same (SGLang's and vLLM's); give one")
-        return tp > 1 if self.ep_size == tp else None
+        if engine is None and any(v is not None for v in (self.ep_size, self.enable_dp_attention, self.dp_size,
+                                                          self.moe_a2a_backend, self.deepep_mode)):
+            engine = "sglang" if self.enable_expert_parallel is None else None
+        return from_flags(engine, self.tp, self.expert_load_imbalance,
+                          enable_expert_parallel=self.enable_expert_parallel,
+                          data_parallel_size=self.data_parallel_size, all2all_backend=self.all2all_backend,
+                          ep_size=self.ep_size, enable_dp_attention=self.enable_dp_attention, dp_size=self.dp_size,
+                          moe_a2a_backend=self.moe_a2a_backend, deepep_mode=self.deepep_mode)
 
     def lesson_note(self, policy: str = "vllm") -> str | None:
         """What the lesson's settings set, for a lesson workload (None otherwise or when all were given)."""

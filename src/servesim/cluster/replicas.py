@@ -133,6 +133,9 @@ class Cluster:
         self.max_concurrency, self.in_flight = max_concurrency, 0
         self.backlog: deque[int] = deque()
         self.sent: set[int] = set()  # released from the backlog: their slot is taken
+        # slots freed by finishes, applied at their time (a replica's step can end past the next routing: its
+        # finish must not free a slot for an arrival before it): (finish time, replica), a heap
+        self.frees: list[tuple[float, int]] = []
         # who can reach whom between routing events: closed loop: everyone everyone; P/D: prefill -> decode
         closed = bool(self.followers) or max_concurrency is not None
         self.sources = [[q.index for q in replicas if q is not r and (closed or (self.disaggregated
@@ -167,6 +170,8 @@ class Cluster:
 
     def next_routing(self) -> float:
         t = self.arrivals[self.next][0] if self.next < len(self.arrivals) else math.inf
+        if self.frees:
+            t = min(t, self.frees[0][0])
         return min(t, self.pending[0][0]) if self.pending else t
 
     def advance_all(self, b: float) -> float:
@@ -238,13 +243,21 @@ class Cluster:
         if self.delay:
             for r in self.replicas:
                 self.reports[r.index].append((b, r.report(b)))
-        for _, i in sorted(due):
+        frees = []
+        while self.frees and self.frees[0][0] <= b:
+            frees.append(heappop(self.frees))
+        for t, i in sorted(due):
+            while frees and frees[0][0] <= t:  # (a slot freed at the same time is free for it)
+                f, j = frees.pop(0)
+                self.release_slot(f, self.replicas[j])
             if self.max_concurrency is not None and i not in self.sent:
                 if self.in_flight >= self.max_concurrency:
                     self.backlog.append(i)
                     continue
                 self.in_flight += 1
             self.route(requests[i], b)
+        for f, j in frees:
+            self.release_slot(f, self.replicas[j])
 
     def seen(self, j: int, t: float) -> ReplicaState:
         """Replica j's state as the router sees it at `t`: now (the requests just sent to it included), or with a
@@ -336,7 +349,7 @@ class Cluster:
             if here.next_arrival is None or t < here.next_arrival:
                 here.next_arrival = t
         if self.max_concurrency is not None:
-            self.release_slot(s.finish_time, here)
+            heappush(self.frees, (s.finish_time, here.index))
 
     def prefilled(self, s: RequestState) -> None:
         """P/D: the prompt's first token on the prefill side; its KV leaves for the decode replica, whose blocks

@@ -10,6 +10,9 @@ cache holds. Every decision comes back with one score per replica, so `explain` 
 - `least-kv`: the lowest KV use (blocks in use / usable blocks).
 - `prefix-aware`: the longest cached prefix of the prompt, among replicas whose load is within `load_cap` of the
   least loaded (so affinity cannot pile a hot prefix onto one replica); then least-loaded.
+- `vllm-dp`: vLLM 0.33's data-parallel load balancing (`vllm/v1/engine/core_client.py`,
+  `DPLBAsyncMPClient.get_core_engine_for_request`): the lowest requests in flight (waiting + running), plus
+  6 x waiting x (KV use - 0.5) above half use; the scan starts one rank further each request (ties: the first).
 - `weighted:prefix=3,queue=2,kv=2`: llm-d's scorers, each in [0, 1] (1 best), summed with the weights;
   the highest total wins (ties: the lowest index). prefix = cached prefix share of the prompt, queue = 1 -
   load / the most loaded's load, kv = 1 - KV use.
@@ -28,6 +31,7 @@ ROUTERS = {
     "least-loaded": "fewest waiting + running requests",
     "least-kv": "lowest KV cache use",
     "prefix-aware": "longest cached prefix of the prompt, within a load cap of the least loaded",
+    "vllm-dp": "vLLM's DP load balancing: fewest in flight, waiting penalised under KV pressure, rotating ties",
     "weighted:prefix=3,queue=2,kv=2": "llm-d style: a weighted sum of [0, 1] scorers (prefix, queue, kv)",
 }
 SCORERS = ("prefix", "queue", "kv")
@@ -135,6 +139,26 @@ class Weighted(Router):
         return scores.index(max(scores)), scores
 
 
+class VllmDp(Router):
+    """vLLM's DP load balancer; the scores are its (lower wins)."""
+
+    name = "vllm-dp"
+    lower_wins = True
+
+    def __init__(self) -> None:
+        self.start = 0
+
+    def pick(self, states, prefix):
+        scores = tuple(s.load + (6.0 * s.waiting * max(0.0, s.kv_use - 0.5) if s.waiting else 0.0) for s in states)
+        n, best = len(states), self.start % len(states)
+        for i in range(1, n):
+            j = (self.start + i) % n
+            if scores[j] < scores[best]:
+                best = j
+        self.start = (self.start + 1) % n
+        return best, scores
+
+
 def make_router(spec: str, seed: int = 0) -> Router:
     """A router by name (`servesim routers` lists them); `weighted:` takes NAME=WEIGHT pairs."""
     if spec == "round-robin":
@@ -147,6 +171,8 @@ def make_router(spec: str, seed: int = 0) -> Router:
         return LeastKV()
     if spec == "prefix-aware":
         return PrefixAware()
+    if spec == "vllm-dp":
+        return VllmDp()
     if spec == "weighted":  # llm-d's default weights
         return Weighted(parse_weights("prefix=3,queue=2,kv=2"))
     if spec.startswith("weighted:"):

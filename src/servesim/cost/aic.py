@@ -32,6 +32,7 @@ from collections import Counter, defaultdict
 
 from servesim.cost.base import StepShape
 from servesim.cost.host import EngineProfile
+from servesim.cost.layout import Layout
 from servesim.cost.roofline import OpCost, Roofline
 from servesim.errors import ConfigError
 
@@ -102,9 +103,15 @@ class AicKernels(Roofline):
 
     def __init__(self, model: str = "llama-3-8b", gpu: str = "h100-80gb", tp: int = 1,
                  engine: EngineProfile | None = None, quantization: str | None = None, kv_cache_dtype: str = "auto",
-                 backend_version: str | None = None, enable_expert_parallel: bool = False) -> None:
-        super().__init__(model, gpu, tp, engine=engine, quantization=quantization, kv_cache_dtype=kv_cache_dtype,
-                         enable_expert_parallel=enable_expert_parallel)
+                 backend_version: str | None = None, enable_expert_parallel: bool = False,
+                 layout: Layout | None = None) -> None:
+        super().__init__(model, gpu, None if layout is not None else tp, engine=engine, quantization=quantization,
+                         kv_cache_dtype=kv_cache_dtype, enable_expert_parallel=enable_expert_parallel, layout=layout)
+        lay = self.layout
+        if lay.dp > 1 or lay.moe_ep not in (1, lay.tp):
+            raise ConfigError(f"--cost aic: a layout of DP {lay.dp}, MoE TP {lay.moe_tp}, EP {lay.moe_ep} is not "
+                              "mapped to AIConfigurator's tables yet (one rank, experts by width or whole over TP); "
+                              "expected --cost roofline")
         if self.quantization == "compressed-tensors" and not self.model.int4_experts_only:
             raise ConfigError(f"--cost aic: {self.model.name}'s 4-bit linear layers are not mapped to "
                               "AIConfigurator's tables yet (its routed experts' are); expected --cost roofline")

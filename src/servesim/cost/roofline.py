@@ -16,7 +16,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from servesim.cost.base import StepShape
+from servesim.cost.comm import A2A_KERNELS, Fabric, allreduce_time  # noqa: F401 (allreduce_time: its old home)
 from servesim.cost.host import EngineProfile
+from servesim.cost.layout import Layout
 from servesim.cost.specs import GpuSpec, ModelSpec, is_finite, is_int, is_real, load_gpu, load_model, show
 from servesim.errors import ConfigError
 
@@ -117,24 +119,8 @@ class OpCost:
     bytes: float = 0.0
 
 
-def allreduce_time(size_bytes: float, num_gpus: int, link_bandwidth: float,
-                   protocols: tuple[tuple[float, float], ...],
-                   custom: tuple[float, float, int] | None = None) -> float:
-    """Ring all-reduce: each GPU sends and receives 2 (n-1)/n of the message over its per-direction bandwidth.
-    `custom` (latency, efficiency, largest message): an engine's own kernel, taken where faster and allowed."""
-    if num_gpus <= 1:
-        return 0.0
-    wire = 2.0 * (num_gpus - 1) / num_gpus * size_bytes / link_bandwidth
-    t = min(lat + wire / eff for lat, eff in protocols)
-    if custom is not None and size_bytes <= custom[2]:
-        c = custom[0] + wire / custom[1]
-        if c < t:
-            t = c
-    return t
-
-
 def _check_options(m: ModelSpec, g: GpuSpec, tp: object, quantization: str | None, kv_cache_dtype: str,
-                   enable_expert_parallel: bool = False) -> str | None:
+                   layout: Layout) -> str | None:
     """Refuse what the model, the GPU and the options cannot do together, in one line each; the quantization
     served (the checkpoint's own where --quantization is not given, as vLLM reads it)."""
     if quantization is not None and quantization not in QUANTIZATIONS:
@@ -160,34 +146,55 @@ def _check_options(m: ModelSpec, g: GpuSpec, tp: object, quantization: str | Non
                           "or be a multiple of tp")
     if m.num_moe_layers < m.num_hidden_layers and m.intermediate_size % tp:
         raise ConfigError(f"tp={tp}: must divide intermediate_size ({m.intermediate_size}) of {m.name}")
-    if not isinstance(enable_expert_parallel, bool):
-        raise ConfigError(f"enable_expert_parallel: expected true or false, got {show(enable_expert_parallel)}")
     if not m.num_local_experts:
-        if enable_expert_parallel:
-            raise ConfigError(f"--enable-expert-parallel: {m.name} has no experts (a dense model); drop it")
+        if layout.expert_parallel:
+            raise ConfigError(f"{_ep_flag(layout)}: {m.name} has no experts (a dense model); drop it")
         return quantization
-    if enable_expert_parallel and m.num_local_experts % tp:
-        raise ConfigError(f"--enable-expert-parallel at tp={tp}: the experts' {tp} ranks must divide the "
-                          f"{m.num_local_experts} experts of {m.name}")
-    if not enable_expert_parallel and m.expert_intermediate_size % tp:
-        raise ConfigError(f"tp={tp}: must divide the experts' width ({m.expert_intermediate_size}) of {m.name}; "
-                          "or shard whole experts with --enable-expert-parallel")
+    ep, mtp = layout.moe_ep, layout.moe_tp
+    if m.num_local_experts % ep:
+        raise ConfigError(f"{_ep_flag(layout)}: the experts' {ep} ranks must divide the {m.num_local_experts} "
+                          f"experts of {m.name}")
+    if m.expert_intermediate_size % mtp:
+        raise ConfigError(f"MoE TP {mtp} (tp x dp / ep): must divide the experts' width "
+                          f"({m.expert_intermediate_size}) of {m.name}; or shard whole experts with {_ep_flag(layout)}")
     if m.shared_expert_intermediate_size % tp:
         raise ConfigError(f"tp={tp}: must divide the shared experts' width ({m.shared_expert_intermediate_size}) "
                           f"of {m.name}")
     return quantization
 
 
-class Roofline:
-    """Step cost of `model` on `tp` GPUs of type `gpu` (one vLLM replica, tensor parallel inside one node).
+def _ep_flag(layout: Layout) -> str:
+    return f"--ep-size {layout.moe_ep}" if layout.engine == "sglang" else "--enable-expert-parallel"
 
-    A MoE model's experts are sharded as vLLM 0.33 shards them with one data-parallel rank
-    (`vllm/model_executor/layers/fused_moe/config.py`, `FusedMoEParallelConfig.make`): by default each expert's
-    width over the `tp` ranks; with `enable_expert_parallel` (`--enable-expert-parallel`) whole experts, E / tp
-    per rank, every rank taking the tokens routed to its own. The tokens are on every rank either way (attention
-    is tensor parallel), so no all-to-all runs: the layer ends in the same all-reduce. Routing is uniform (each
-    token's top-k a uniform draw): a step reads the experts it touches, E (1 - (1 - k / E)^tokens) of them, and
-    an expert-parallel rank its share of them and of the routed tokens (no load imbalance modelled yet).
+
+def _layout(tp: int | None, enable_expert_parallel: object, layout: Layout | None) -> Layout:
+    """The layout given, or vLLM's at one data-parallel rank from `tp` and `enable_expert_parallel`."""
+    if not isinstance(enable_expert_parallel, bool):
+        raise ConfigError(f"enable_expert_parallel: expected true or false, got {show(enable_expert_parallel)}")
+    if layout is None:
+        if tp is not None and not (is_int(tp) and tp >= 1):
+            raise ConfigError(f"tp: expected a positive integer, got {show(tp)}")
+        return Layout.vllm(1 if tp is None else tp, 1, enable_expert_parallel)
+    if not isinstance(layout, Layout):
+        raise ConfigError(f"layout: expected a servesim.cost.layout.Layout, got {show(layout)}")
+    if (tp is not None and tp != layout.tp) or enable_expert_parallel:
+        raise ConfigError(f"tp={tp}, enable_expert_parallel={enable_expert_parallel}: the layout says them "
+                          f"(attention TP {layout.tp}, EP {layout.moe_ep}); give one or the other")
+    return layout
+
+
+class Roofline:
+    """Step cost of `model` on GPUs of type `gpu`: one data-parallel rank of `tp` GPUs (tensor parallel), or the
+    `layout` given (`servesim.cost.layout`: data-parallel ranks, the experts' MoE TP and EP, how tokens reach
+    them); a step's shape is one rank's.
+
+    A MoE layer's experts are split over the layout's GPUs: E / EP whole experts per GPU, each of width / MoE TP.
+    Routing is uniform (each token's top-k a uniform draw) but for the busiest rank: a step reads the experts it
+    touches, E (1 - (1 - k / E)^N) of the N tokens entering the layer over all ranks, and a rank its share, 1 / EP,
+    of them and of the routed rows, times the layout's load imbalance (the busiest rank, whom the others wait for;
+    capped at the experts it holds). The tokens reach the experts as the layout says (`_comm_ops`): already there
+    (one rank: the layer ends in the TP all-reduce), all-gathered and reduce-scattered over the data-parallel
+    ranks, or dispatched and combined by DeepEP, over the fabric (`servesim.cost.comm`).
     """
 
     __slots__ = ("name", "model", "gpu", "tp", "params", "kv_bytes_per_token", "_c", "_m", "_kl", "_L", "_gemms",
@@ -196,14 +203,17 @@ class Roofline:
                  "_attn_flops", "_attn_bytes_kv",
                  "_attn_bytes_q", "_elem_bytes", "_elem_s", "_elem_floor", "_ap", "_ad",
                  "_lm", "_sampler_bytes", "_ar_bytes", "_ar_count", "_ar_link", "_weights", "_act_bytes",
-                 "_by_tokens", "_by_sampled", "_decode", "engine", "_car", "_kernels_layer", "_kernels_step", "_host")
+                 "_by_tokens", "_by_sampled", "_decode", "engine", "_car", "_kernels_layer", "_kernels_step", "_host",
+                 "layout", "fabric", "_a2a", "_dispatch_bytes", "_by_a2a")
 
-    def __init__(self, model: str | ModelSpec = "llama-3-8b", gpu: str | GpuSpec = "h100-80gb", tp: int = 1,
+    def __init__(self, model: str | ModelSpec = "llama-3-8b", gpu: str | GpuSpec = "h100-80gb", tp: int | None = None,
                  params: CostParams | None = None, engine: EngineProfile | None = None,
                  quantization: str | None = None, kv_cache_dtype: str = "auto",
-                 enable_expert_parallel: bool = False) -> None:
+                 enable_expert_parallel: bool = False, layout: Layout | None = None) -> None:
         m, g = load_model(model), load_gpu(gpu)
-        quantization = _check_options(m, g, tp, quantization, kv_cache_dtype, enable_expert_parallel)
+        layout = _layout(tp, enable_expert_parallel, layout)
+        tp = layout.tp
+        quantization = _check_options(m, g, tp, quantization, kv_cache_dtype, layout)
         self.quantization, self.kv_cache_dtype = quantization, kv_cache_dtype
         # block-wise FP8 (the checkpoint's weight_block_size): vLLM quantizes each GEMM's activations per token
         # and 128-column group in a kernel of its own (`per_token_group_quant_fp8`) before the block GEMM
@@ -212,7 +222,7 @@ class Roofline:
         # own (as block FP8's): bytes read and written per input element of each such GEMM (0: none)
         w4a4 = quantization == "modelopt_fp4" and g.fp4_flops is not None
         self._aq = m.dtype_bytes + 1 if self._block else m.dtype_bytes + NVFP4_BYTES if w4a4 else 0
-        self.enable_expert_parallel = enable_expert_parallel
+        self.layout, self.enable_expert_parallel = layout, layout.moe_ep > 1
         self.name, self.model, self.gpu, self.tp = "roofline", m, g, tp
         self._by_tokens: dict[int, float] = {}
         self._by_sampled: dict[int, float] = {}
@@ -221,6 +231,7 @@ class Roofline:
         if engine is not None:  # the engine's host model takes the place of the flat per-step overhead
             p = replace(p, step_overhead=0.0)
         self.params, self.engine = p, engine
+        self.fabric = Fabric.of(g, p.allreduce, tp)
         self._car = engine.custom_all_reduce_for(tp) if engine is not None else None
         # The engine's host model as the hot path uses it: (per-step s, per-sequence s, eager launch s, overlap).
         self._host = None if engine is None else (engine.fixed_host(tp), engine.seq_host,
@@ -265,7 +276,7 @@ class Roofline:
         if m.is_mla:
             self._mla(m, heads, d, dkv)
         attn_w = sum(k * n for _, k, n in self._gemms)
-        self._moe = self._moe_layers(m, tp, mlp) if m.num_local_experts else None
+        self._moe = self._moe_layers(m, mlp) if m.num_local_experts else None
         if self._moe is None:
             self._gemms += mlp
         self._set_kernels(m, g, p, tp, heads, kv_heads, inter, gate_up, vocab)
@@ -306,19 +317,20 @@ class Roofline:
         self._attn_prefill = (2.0 * heads * (qk + v), 2.0 * r * heads * (nope + v),
                               (r + rope) * dkv + 2 * heads * (nope + v) * d, (heads * (qk + v) + r + rope) * d)
 
-    def _moe_layers(self, m: ModelSpec, tp: int, dense_mlp: list) -> MoeLayers:
-        """A MoE model's MLPs per GPU."""
-        h, ei, k = m.hidden_size, m.expert_intermediate_size, m.num_experts_per_tok
-        ep = tp if self.enable_expert_parallel else 1  # the experts' parallel ranks (vLLM: TP x DP; DP 1 here)
-        width = ei // (tp // ep)  # an expert's width per rank: whole under EP, a TP slice otherwise
+    def _moe_layers(self, m: ModelSpec, dense_mlp: list) -> MoeLayers:
+        """A MoE model's MLPs per GPU: the routed rows a rank's token brings the busiest GPU are the layout's
+        ranks' tokens (dp of them under the same padding) x top-k / EP x the load imbalance."""
+        h, ei, k, lay = m.hidden_size, m.expert_intermediate_size, m.num_experts_per_tok, self.layout
+        ep = lay.moe_ep
+        width = ei // lay.moe_tp  # an expert's width per GPU: whole at MoE TP 1
         up = width * (2 if m.gated_mlp else 1)
         experts = [("gate_up_proj", h, up), ("down_proj", width, h)]
-        sw = m.shared_expert_intermediate_size // tp
+        sw = m.shared_expert_intermediate_size // lay.tp
         shared = [("shared_expert.gate_up_proj", h, sw * (2 if m.gated_mlp else 1)),
                   ("shared_expert.down_proj", sw, h)] if sw else []
         dense = dense_mlp if m.num_dense_layers else []
-        return MoeLayers(m.num_local_experts // ep, k / ep, 1 / ep, experts, m.num_local_experts, shared,
-                         m.num_moe_layers, dense, m.num_dense_layers)
+        return MoeLayers(m.num_local_experts // ep, lay.dp * k / ep * lay.imbalance, 1 / ep, experts,
+                         m.num_local_experts, shared, m.num_moe_layers, dense, m.num_dense_layers)
 
     def _set_kernels(self, m: ModelSpec, g: GpuSpec, p: CostParams, tp: int, heads: int, kv_heads: int, inter: int,
                      gate_up: int, vocab: int) -> None:
@@ -349,16 +361,25 @@ class Roofline:
         self._lm = (h, vocab)
         self._sampler_bytes = SAMPLER_LOGIT_PASSES * 4 * m.vocab_size
         # Row-parallel o_proj and down_proj each end in an all-reduce of the hidden states, and so does the
-        # vocab-parallel embedding: 2 per layer + 1 per step.
-        self._ar_bytes, self._ar_count = h * d, (2 * L + 1) if tp > 1 else 0
+        # vocab-parallel embedding: 2 per layer + 1 per step; a MoE layer under DeepEP ends in its combine instead
+        # (`_comm_ops`, `_a2a_time`).
+        lay = self.layout
+        self._a2a = self._moe is not None and lay.moe_comm.startswith("deepep")
+        combined = m.num_moe_layers if self._a2a else 0
+        self._ar_bytes, self._ar_count = h * d, (2 * L + 1 - combined) if tp > 1 else 0
         self._ar_link = g.interconnect_bandwidth / 2  # datasheets state both directions together
+        # DeepEP dispatches a token copy in FP8 where the experts run in FP8 or FP4 (hidden bytes + a 4-byte scale
+        # per 128), else in 16 bits; it combines in 16 bits
+        self._dispatch_bytes = h * (1 + 4 / 128) if self.quantization in ("fp8", "modelopt_fp4") else h * d
+        self._by_a2a: dict[tuple[int, str], float] = {}
         # Kernels launched per layer (GEMMs, experts, elementwise, all-reduces; attention counted per step) and
         # per step (embedding, final norm, the embedding's all-reduce): what eager mode issues from the host.
         self._kernels_layer = len(self._gemms) + ELEMENTWISE_KERNELS_PER_LAYER + (2 if tp > 1 else 0)
         self._kernels_layers = L * self._kernels_layer
-        if self._moe is not None:  # a MoE layer's router, experts and shared experts; the dense layers' MLP
-            moe = self._moe
-            self._kernels_layers += (moe.num_moe_layers * (1 + len(moe.experts) + len(moe.shared))
+        if self._moe is not None:  # a MoE layer's router, experts and shared experts (and its two collectives
+            moe = self._moe  # over the ranks); the dense layers' MLP
+            self._kernels_layers += (moe.num_moe_layers * (1 + len(moe.experts) + len(moe.shared)
+                                                           + 2 * (lay.moe_comm != "replicated"))
                                      + moe.num_dense_layers * len(moe.dense))
         self._kernels_step = 2 + (1 if tp > 1 else 0)
 
@@ -410,10 +431,12 @@ class Roofline:
         return 2.0 * padded * k * n, dw * weight_copies * k * n + d * tokens * (k + n), qbytes
 
     def _experts_touched(self, tokens: int) -> float:
-        """Expected distinct experts a rank holds that a step touches, with uniform routing: its share of
-        E (1 - (1 - k/E)^tokens)."""
-        e, k = self.model.num_local_experts, self.model.num_experts_per_tok
-        return self._moe.local_share * e * (1.0 - (1.0 - k / e) ** tokens)
+        """Expected distinct experts the busiest GPU holds that a step touches, with uniform routing: its share of
+        E (1 - (1 - k/E)^N), N the tokens of all data-parallel ranks, times the load imbalance, at most the experts
+        it holds."""
+        e, k, lay = self.model.num_local_experts, self.model.num_experts_per_tok, self.layout
+        touched = self._moe.local_share * e * (1.0 - (1.0 - k / e) ** (lay.dp * tokens))
+        return min(self._moe.local_experts, touched * lay.imbalance) if lay.imbalance != 1.0 else touched
 
     # -- the cost model ----------------------------------------------------------------------------------------
 
@@ -422,10 +445,11 @@ class Roofline:
         return self.step_time_with_decodes(0, 0, shape)
 
     def step_time_with_decodes(self, num_decodes: int, decode_context_sum: int, shape: StepShape,
-                               device_only: bool = False) -> float:
+                               device_only: bool = False, pad: int = 0) -> float:
         """A step of `num_decodes` one-token decodes whose contexts sum to `decode_context_sum`, plus `shape`:
         decode attention depends on the contexts only through their sum (the engine's decode cohort). With an
-        engine profile, the step's wall time (`EngineProfile.wall`, inlined); `device_only`: the GPU's part."""
+        engine profile, the step's wall time (`EngineProfile.wall`, inlined); `device_only`: the GPU's part.
+        `pad`: the token count every data-parallel rank runs its GEMMs at (`dp_step_time`)."""
         pq = pkv = ppairs = 0
         dq = num_decodes
         dkv = dpairs = decode_context_sum + num_decodes  # a decode reads c + 1 positions: q*c + q(q+1)/2 pairs
@@ -440,7 +464,7 @@ class Roofline:
                 ppairs += q * c + q * (q + 1) // 2
         tokens = pq + dq
         hm = self._host
-        if tokens == 0:
+        if tokens == 0 and not pad:
             return self.params.step_overhead if hm is None or device_only else hm[0]
         attn = 0.0
         if pq:
@@ -454,7 +478,7 @@ class Roofline:
             fc, fm = self._attn_flops * dpairs * cp, (self._attn_bytes_kv * dkv + self._attn_bytes_q * dq) * mem
             attn += (fc if fc > fm else fm) + floor
         sampled = num_decodes + shape.num_sampled
-        device = self._fixed(tokens, sampled) + self._L * attn
+        device = self._fixed(tokens if tokens > pad else pad, sampled, pq > 0) + self._L * attn
         if hm is None or device_only:
             return device
         fixed, per_seq, launch, overlap = hm
@@ -491,10 +515,10 @@ class Roofline:
         device, host, issue = self.split(shape)
         return host + (issue if issue > device else device)
 
-    def _fixed(self, tokens: int, sampled: int) -> float:
-        """Everything but attention: GEMMs, elementwise work, all-reduces and the step overhead depend on the token
-        count alone, the LM head and sampler on the sampled count, so each is computed once per count (the
-        engine's hot path)."""
+    def _fixed(self, tokens: int, sampled: int, prefill: bool = False) -> float:
+        """Everything but attention: GEMMs, elementwise work, collectives and the step overhead depend on the token
+        count alone (DeepEP's auto mode also on whether the step has a prefill), the LM head and sampler on the
+        sampled count, so each is computed once per count (the engine's hot path)."""
         t = self._by_tokens.get(tokens)
         if t is None:
             kl = self._kl
@@ -505,10 +529,11 @@ class Roofline:
             t = self._L * layer + self._elem_s * tokens + self._elem_floor
             if self._moe is not None:
                 t += self._moe_time(tokens)
-            if self._ar_count:
-                t += self._ar_count * allreduce_time(self._ar_bytes * tokens, self.tp, self._ar_link,
-                                                     self.params.allreduce, self._car)
+            for _, seconds, count, _ in self._comm_ops(tokens):
+                t += count * seconds
             t = self._by_tokens[tokens] = t + self.params.step_overhead
+        if self._a2a:
+            t += self._a2a_time(tokens, prefill)
         if not sampled:
             return t
         lm = self._by_sampled.get(sampled)
@@ -572,6 +597,60 @@ class Roofline:
         return [(name, *self._gemm(*args), count, *(self._gemm_work(*args) if work else ()))
                 for name, args, count in gemms]
 
+    def _comm_ops(self, tokens: int) -> list[tuple[str, float, int, float]]:
+        """(name, seconds, count, bytes each) of a step's collectives at `tokens` tokens a rank (DeepEP's apart):
+        the all-reduces over the attention TP group; a MoE layer's all-gather of the data-parallel ranks' tokens
+        (T x dp x hidden, every rank at the same padded T) and its reduce-scatter after the experts, over the
+        ranks spread across the layout's GPUs; under DeepEP, an all-gather over the TP group after the combine
+        (each TP GPU dispatched 1 / tp of the tokens)."""
+        f, lay, size = self.fabric, self.layout, self._ar_bytes * tokens
+        out = []
+        if self._ar_count:
+            out.append(("all_reduce", f.all_reduce(size, lay.tp, self._car), self._ar_count, size))
+        if self._moe is None:
+            return out
+        lm = self._moe.num_moe_layers
+        if lay.moe_comm == "gather":
+            gathered = size * lay.dp
+            t = f.all_gather(gathered, lay.dp, lay.gpus)
+            out += [("moe all_gather", t, lm, gathered), ("moe reduce_scatter", t, lm, gathered)]
+        elif self._a2a and lay.tp > 1:
+            out.append(("moe all_gather (tp)", f.all_gather(size, lay.tp), lm, size))
+        return out
+
+    def _a2a_kernel(self, prefill: bool) -> str:
+        mode = self.layout.moe_comm
+        if mode == "deepep_auto":  # SGLang's auto: normal kernels for a step with a prefill, low latency else
+            return "deepep_normal" if prefill else "deepep_low_latency"
+        return mode
+
+    def _a2a_bytes(self, tokens: int) -> tuple[float, float]:
+        """(dispatch, combine) bytes the busiest GPU moves per MoE layer: its 1 / tp share of the rank's tokens, k
+        copies each, times the load imbalance (the rank whose experts are hottest receives that much more)."""
+        lay, k = self.layout, self.model.num_experts_per_tok
+        copies = tokens / lay.tp * k * lay.imbalance
+        return copies * self._dispatch_bytes, copies * self._ar_bytes
+
+    def _a2a_time(self, tokens: int, prefill: bool) -> float:
+        """DeepEP's dispatch and combine over the layout's GPUs, every MoE layer (memoised per count and kernel)."""
+        kernel = self._a2a_kernel(prefill)
+        t = self._by_a2a.get((tokens, kernel))
+        if t is None:
+            n, k = self.layout.gpus, A2A_KERNELS[kernel]
+            dispatch, combine = self._a2a_bytes(tokens)
+            t = self._moe.num_moe_layers * (self.fabric.all_to_all(dispatch, n, k) + self.fabric.all_to_all(
+                combine, n, k))
+            self._by_a2a[(tokens, kernel)] = t
+        return t
+
+    def dp_step_time(self, shapes: list[StepShape]) -> float:
+        """A step of the data-parallel ranks together, one shape each (an idle rank's empty: it runs a dummy
+        batch): every rank's GEMMs, elementwise kernels and collectives at the largest rank's token count (at
+        least one), its own attention, LM head and host. The MoE layers synchronise the ranks, so the step lasts
+        as long as the slowest rank's."""
+        pad = max(1, max(sum(s.num_new_tokens) for s in shapes))
+        return max(self.step_time_with_decodes(0, 0, s, pad=pad) for s in shapes)
+
     def breakdown(self, shape: StepShape) -> list[OpCost]:
         """Per-operator times over all layers, each marked compute- or memory-bound; sums to `step_time` without an
         engine profile, to the device time of `split` with one."""
@@ -615,11 +694,16 @@ class Roofline:
             sampler = self._sampler_bytes * shape.num_sampled
             out.append(OpCost("lm_head + sampler", max(fc, fm) + kl + sampler * self._m + kl,
                               "compute" if fc > fm else "memory", fc / self._c, fm / self._m + sampler))
-        if self._ar_count and tokens:
-            size = self._ar_bytes * tokens
-            t = allreduce_time(size, self.tp, self._ar_link, self.params.allreduce, self._car)
-            out.append(OpCost(f"all_reduce x{self._ar_count} ({size / 2**20:.2f} MiB each)", self._ar_count * t,
-                              "communication", 0.0, self._ar_count * size))
+        if tokens:
+            for name, t, count, size in self._comm_ops(tokens):
+                out.append(OpCost(f"{name} x{count} ({size / 2**20:.2f} MiB each)", count * t, "communication",
+                                  0.0, count * size))
+        if tokens and self._a2a:
+            kernel = A2A_KERNELS[self._a2a_kernel(not all(shape.is_decode))]
+            lm, n = self._moe.num_moe_layers, self.layout.gpus
+            for name, size in zip(("dispatch", "combine"), self._a2a_bytes(tokens)):
+                out.append(OpCost(f"moe {name} ({kernel.name}) x{lm} ({size / 2**20:.2f} MiB each)",
+                                  lm * self.fabric.all_to_all(size, n, kernel), "communication", 0.0, lm * size))
         if self.engine is None:
             out.append(OpCost("step overhead", self.params.step_overhead, "overhead"))
         return out

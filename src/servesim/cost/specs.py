@@ -34,9 +34,16 @@ UNTIED_MODEL_TYPES = frozenset({"llama", "mistral", "mixtral", "qwen2", "qwen2_m
 # A GPU TOML's keys (datasheet units) and its [efficiency] table's; anything else is refused as a likely typo.
 GPU_KEYS = ("name", "description", "aliases", "dense_bf16_tflops", "dense_fp8_tflops", "dense_fp4_tflops",
             "memory_bandwidth_gb_s",
-            "memory_gib", "interconnect_gb_s", "pcie_gb_s", "efficiency", "kernels", "allreduce")
+            "memory_gib", "interconnect_gb_s", "pcie_gb_s", "nvlink_domain", "network_gb_s", "efficiency", "kernels",
+            "allreduce")
 GPU_EFFICIENCY_KEYS = ("compute", "memory", "interconnect", "allreduce_latency_us", "kernel_latency_us",
-                       "step_overhead_ms")
+                       "step_overhead_ms", "network", "network_latency_us")
+# Between nodes, when a GPU file does not say (`[efficiency]` network, network_latency_us): NCCL send/recv between
+# two DGX H100 nodes, one GPU each, over their 400 Gb/s ConnectX-7 NICs (../shared/peer-data/vidur/profiling/
+# network/h100_dgx/send_recv.csv, the 994 rows with devices_per_node 1, 2 KiB..64 MiB): least squares on relative
+# error gives 19.1 us + bytes / 35.9 GB/s, 0.72 of the NIC's 50 GB/s
+NETWORK_EFFICIENCY, NETWORK_LATENCY_US = 0.72, 19.1
+MAX_NVLINK_DOMAIN = 1 << 20
 MAX_MEMORY_GIB = 2**30  # 1 EiB: keeps memory_bytes a float-convertible int
 MAX_DIMENSION = 2**31 - 1  # a model dimension beyond any real one (the roofline's arithmetic stays finite)
 
@@ -643,6 +650,12 @@ class GpuSpec:
     # NCCL all-reduce protocols per TP size (the file's [allreduce]): ((tp, ((latency s, efficiency), ...)), ...);
     # a TP size not listed gets (allreduce_latency, interconnect_efficiency).
     allreduce_by_tp: tuple[tuple[int, tuple[tuple[float, float], ...]], ...] = ()
+    # The fabric (`servesim.cost.comm`): GPUs that reach one another over `interconnect_bandwidth` (an HGX
+    # board's 8, an NVL72 rack's 72), and each GPU's network link to other nodes (its NIC, bytes/s one way)
+    nvlink_domain: int = 8
+    network_bandwidth: float = 50e9
+    network_efficiency: float = NETWORK_EFFICIENCY
+    network_latency: float = NETWORK_LATENCY_US * 1e-6  # seconds
 
     def __post_init__(self) -> None:
         """The rules `from_toml` applies with the file's line numbers, for a spec built in Python (NaN refused)."""
@@ -650,17 +663,20 @@ class GpuSpec:
         def bad(field: str, expected: str) -> NoReturn:
             raise ConfigError(f"gpu {self.name}: {field}: expected {expected}, got {show(getattr(self, field))}")
 
-        for field in ("peak_flops", "memory_bandwidth", "interconnect_bandwidth", "pcie_bandwidth"):
+        for field in ("peak_flops", "memory_bandwidth", "interconnect_bandwidth", "pcie_bandwidth",
+                      "network_bandwidth"):
             value = getattr(self, field)
             if not (is_finite(value) and value > 0):
                 bad(field, "a finite number > 0")
         if not is_int(self.memory_bytes) or not 0 < self.memory_bytes <= MAX_MEMORY_GIB * 2**30:
             bad("memory_bytes", f"an integer in (0, {MAX_MEMORY_GIB * 2**30}]")
-        for field in ("compute_efficiency", "memory_efficiency", "interconnect_efficiency"):
+        for field in ("compute_efficiency", "memory_efficiency", "interconnect_efficiency", "network_efficiency"):
             value = getattr(self, field)
             if not (is_real(value) and 0 < value <= 1):
                 bad(field, "a fraction in (0, 1]")
-        for field in ("allreduce_latency", "kernel_latency", "step_overhead"):
+        if not (is_int(self.nvlink_domain) and 1 <= self.nvlink_domain <= MAX_NVLINK_DOMAIN):
+            bad("nvlink_domain", f"an integer in [1, {MAX_NVLINK_DOMAIN}]")
+        for field in ("allreduce_latency", "kernel_latency", "step_overhead", "network_latency"):
             value = getattr(self, field)
             if not (is_finite(value) and value >= 0):
                 bad(field, "a finite number of seconds >= 0")
@@ -734,11 +750,24 @@ class GpuSpec:
             fp4_flops=number("dense_fp4_tflops") * 1e12 if "dense_fp4_tflops" in data else None,
             kernels=_kernels_table(doc, data, source),
             allreduce_by_tp=_allreduce_table(doc, data),
+            nvlink_domain=_domain(doc, data),
+            network_bandwidth=number("network_gb_s", default=50.0) * 1e9,
+            network_efficiency=number("efficiency", "network", default=NETWORK_EFFICIENCY, kind="fraction"),
+            network_latency=number("efficiency", "network_latency_us", default=NETWORK_LATENCY_US,
+                                   kind="time") * 1e-6,
         )
         try:  # a unit conversion can still under- or overflow (1e-320 TFLOP/s)
             return cls(**fields)
         except ConfigError as exc:
             raise ConfigError(f"{source}: {exc}") from None
+
+
+def _domain(doc: InputDoc, data: dict) -> int:
+    """`nvlink_domain`: the GPUs one NVLink (or Infinity Fabric, PCIe switch) domain holds; 8 when not given."""
+    value = data.get("nvlink_domain", 8)
+    if not (is_int(value) and 1 <= value <= MAX_NVLINK_DOMAIN):
+        doc.fail_type(("nvlink_domain",), value, f"an integer in [1, {MAX_NVLINK_DOMAIN}] (GPUs per NVLink domain)")
+    return int(value)
 
 
 def _number_list(doc: InputDoc, value: Any, where: tuple[str | int, ...], fields: tuple[str, ...]) -> list[float]:

@@ -62,6 +62,7 @@ class SpeculativeCost:
     tp = property(lambda self: self.target.tp)
     engine = property(lambda self: self.target.engine)
     params = property(lambda self: self.target.params)
+    layout = property(lambda self: getattr(self.target, "layout", None))
 
     def step_time(self, shape: StepShape) -> float:
         device, host, issue = self.split(shape)

@@ -62,6 +62,14 @@ def simulate(
         raise ConfigError(f"unknown record level {record!r}; valid: {', '.join(RECORD_LEVELS)}")
     check_requests(requests)
     cost_model = with_drafter(get_cost_model(cost) if isinstance(cost, str) else cost, config)
+    layout = getattr(cost_model, "layout", None)
+    if layout is not None and layout.dp > 1:  # data-parallel ranks: one engine each (`servesim.cluster.dp`)
+        from servesim.cluster.dp import simulate_dp
+
+        if sink is not None or max_records is not None:  # (a progress bar is not drawn over the ranks)
+            raise ConfigError("data-parallel ranks: their step records are each rank's; a trace, a sink or "
+                              "max_records over them is not modelled yet (run, report and validate are)")
+        return simulate_dp(requests, config or EngineConfig(), policy, cost_model, record, check_invariants, fast)
     cfg = resolve_config(config or EngineConfig(), policy, requests, cost_model)
     if max_records is not None and max_records < 0:
         raise ConfigError(f"max_records must be >= 0, got {max_records}")
@@ -240,7 +248,10 @@ class Engine:
                 if self.in_flight >= cap:
                     self.backlog.append(s)
                     continue
-                self._take_slot(s)
+                if self._take_slot(s) and s.request.arrival_time > now:  # (its front end's time after the slot)
+                    self.passed.add(s.index)
+                    heappush(pending, (s.request.arrival_time, s.index, s))
+                    continue
             self._send(s)
         self.nxt = nxt
         self.next_arrival = min((t for t in (times[nxt], pending[0][0] if pending else None) if t is not None),
@@ -259,6 +270,9 @@ class Engine:
                 self.backlog.append(s)
                 break
             self.shift += self._take_slot(s)
+            if s.request.arrival_time > now:  # (sent when its slot came free, its front end's time before)
+                heappush(self.pending, (s.request.arrival_time, s.index, s))
+                continue
             self._send(s)
         while self.pending and self.pending[0][0] <= now:  # sent from the backlog when a slot freed
             self._send(heappop(self.pending)[2])
@@ -270,7 +284,9 @@ class Engine:
         """`s` takes the slot free the longest, sent at its own time or when that slot came free if later (the
         seconds it was held, returned)."""
         self.in_flight += 1
-        held = self.free_since.popleft() - s.request.arrival_time
+        # sent when the slot came free, reaching the engine its front end's time later (its arrival already
+        # counts that time from its own send)
+        held = self.free_since.popleft() + delay(self.config, s.request.prompt_len) - s.request.arrival_time
         if held <= 0:
             return 0.0
         s.request = replace(s.request, arrival_time=s.request.arrival_time + held)

@@ -14,9 +14,12 @@ rounds, every user starting together (`servesim.clients.aiperf`). Either way the
 GPU; NVFP4 (`--quantization modelopt_fp4`) where its GEMMs and experts are; FP8 weights where the row's GEMMs
 are FP8; the checkpoint's own quantization where it has one (block-wise FP8: MiniMax-M2.5, DeepSeek-V3/R1,
 Qwen3-235B-A22B-FP8; 4-bit experts: Kimi-K2.5; their quantization_config, which the engines read whatever
-the row's label says); whole experts per GPU where `moe_ep_size` = `tp_size`. A row servesim cannot express
-yet is out of reach, with the reason (a model or GPU it does not know, TensorRT-LLM, disaggregated serving,
-pipeline or attention-data parallelism, a MoE TP apart from the attention TP, MXFP4).
+the row's label says); the row's parallel layout under its engine's flags (`_layout_reason`: vLLM's
+--data-parallel-size from attention_dp_size, or from a MoE that spans more GPUs than tp_size, and
+--enable-expert-parallel; SGLang's --ep-size beside a MoE TP, --enable-dp-attention --dp-size), its
+`batch_size` per attention-DP rank as AIConfigurator reads it (`global_bs = bs x attention_dp_size`). A row
+servesim cannot express yet is out of reach, with the reason (a model or GPU it does not know, TensorRT-LLM,
+disaggregated serving, pipeline parallelism, MXFP4).
 """
 
 from __future__ import annotations
@@ -73,10 +76,12 @@ def read_silicon(path: Path | None = None, start: str = "staggered",
         if why:
             out.append((line, f"{row['id']}: {why}"))
             continue
-        c = int(row["batch_size"])
+        layout = _layout_fields(row)
+        # AIConfigurator's batch_size is per attention-DP rank (its `global_bs = bs x attention_dp_size`)
+        c = int(row["batch_size"]) * layout.pop("ranks")
         fields = {"model": MODELS[row["model_path"]], "gpu": GPUS[row["system"]], "engine": row["backend"],
                   "engine_version": row["backend_version"] or "?", "client": client, "tp": int(row["tp_size"]),
-                  "concurrency": c, "isl": int(row["isl"]), "osl": int(row["osl"]), "id": row["id"]}
+                  "concurrency": c, "isl": int(row["isl"]), "osl": int(row["osl"]), "id": row["id"]} | layout
         if client == "aiperf":
             fields |= {"num_requests": AIPERF_ROUNDS * c, "warmup_requests": AIPERF_WARMUP_ROUNDS * c}
         else:
@@ -85,8 +90,6 @@ def read_silicon(path: Path | None = None, start: str = "staggered",
             fields["quantization"] = "modelopt_fp4"
         elif row["gemm_quant_mode"] == "fp8" or _block_checkpoint(fields["model"]):
             fields["quantization"] = "fp8"  # (a block-wise FP8 checkpoint is served as one: its own config)
-        if _set(row["moe_ep_size"]):  # whole experts over the TP ranks (`_out_of_reach`: ep = tp, MoE TP 1)
-            fields["enable_expert_parallel"] = True
         if row["precision"] == "fp8":  # AIConfigurator's fp8 precision profile: FP8 GEMMs and an FP8 KV cache
             fields["kv_cache_dtype"] = "fp8"
         ttft, tpot = float(row["silicon_ttft_ms"]), float(row["silicon_tpot_ms"])
@@ -107,14 +110,11 @@ def _out_of_reach(row: dict) -> str | None:
         return f"GPU {row['system']} is not a servesim GPU yet"
     if row["backend"] not in ENGINES:
         return f"engine {row['backend']} has no servesim scheduler yet"
-    for name in ("pp_size", "attention_dp_size"):
-        if _set(row[name]):
-            return f"{name} {row[name]} is not modelled yet"
-    ep, tp, moe_tp = row["moe_ep_size"], row["tp_size"], row["moe_tp_size"]
-    if _set(ep) and (ep != tp or _set(moe_tp)):  # vLLM's --enable-expert-parallel: EP = TP x DP
-        return f"moe_ep_size {ep} beside moe_tp_size {moe_tp} (tp_size {tp}) is not modelled yet"
-    if not _set(ep) and _set(moe_tp) and moe_tp != tp:
-        return f"moe_tp_size {moe_tp} apart from tp_size {tp} is not modelled yet"
+    if _set(row["pp_size"]):
+        return f"pp_size {row['pp_size']} is not modelled yet"
+    why = _layout_reason(row)
+    if why:
+        return why
     gemm, moe = row["gemm_quant_mode"], row["moe_quant_mode"]
     if "nvfp4" in (gemm, moe) and (gemm != "nvfp4" or moe not in (None, "", "nvfp4")):
         return f"{gemm} GEMMs beside {moe} experts are not modelled yet"
@@ -127,6 +127,51 @@ def _out_of_reach(row: dict) -> str | None:
         if row[name] == "fp8_block" and not _block_checkpoint(MODELS[row["model_path"]]):
             return f"fp8_block weights of {row['model_path']}: servesim has its checkpoint in BF16 only"
     return None
+
+
+def _sizes(row: dict) -> tuple[int, int, int, int]:
+    """(tp, attention DP, MoE TP, MoE EP) of a row, 1 where the file leaves one unset (0 or empty)."""
+    def size(name: str) -> int:
+        return int(row[name]) if _set(row[name]) else 1
+
+    tp, dp, mtp, ep = size("tp_size"), size("attention_dp_size"), size("moe_tp_size"), size("moe_ep_size")
+    if not _set(row["moe_tp_size"]) and not _set(row["moe_ep_size"]):
+        mtp = tp * dp  # (a dense model's row, or a MoE row that says nothing: the experts over every GPU by width)
+    return tp, dp, mtp, ep
+
+
+def _layout_reason(row: dict) -> str | None:
+    """Why the row's layout is not one its engine's flags give (None: it is). vLLM (`--tensor-parallel-size tp
+    --data-parallel-size dp`): the experts over tp x dp GPUs, by width (MoE TP tp x dp) or whole with
+    --enable-expert-parallel (EP tp x dp); a row without attention_dp_size whose MoE spans more GPUs than tp is
+    read as DP ranks of it (vLLM's DP without EP: MoE TP tp x dp). SGLang (`--tp-size`, all the GPUs: tp x dp
+    here, the file's tp_size being attention's per rank): EP --ep-size, MoE TP the rest; attention DP with
+    --enable-dp-attention --dp-size."""
+    tp, dp, mtp, ep = _sizes(row)
+    if row["backend"] == "vllm":
+        gpus = mtp * ep
+        if gpus % tp or (dp > 1 and gpus != tp * dp):
+            return f"moe_tp_size {mtp} x moe_ep_size {ep} beside tp_size {tp} x attention_dp_size {dp}: not a vLLM " \
+                   "layout (the experts span TP x DP GPUs)"
+        if ep > 1 and mtp > 1:
+            return f"moe_tp_size {mtp} beside moe_ep_size {ep}: vLLM's experts are whole (EP) or split (TP), not both"
+        return None
+    if mtp * ep != tp * dp:
+        return f"moe_tp_size {mtp} x moe_ep_size {ep} beside tp_size {tp} x attention_dp_size {dp}: not an SGLang " \
+               "layout (its --tp-size GPUs hold the experts)"
+    return None
+
+
+def _layout_fields(row: dict) -> dict:
+    """The row's layout as its engine's flags, and its data-parallel ranks (`ranks`)."""
+    tp, dp, mtp, ep = _sizes(row)
+    if row["backend"] == "vllm":
+        dp = mtp * ep // tp
+        out = {"ranks": dp} | ({"data_parallel_size": dp} if dp > 1 else {})
+        return out | ({"enable_expert_parallel": True} if ep > 1 else {})
+    # (AIConfigurator's tp_size is attention's, per rank: SGLang's --tp-size is all of them)
+    out = {"ranks": dp} | ({"enable_dp_attention": True, "dp_size": dp, "tp": tp * dp} if dp > 1 else {})
+    return out | ({"ep_size": ep} if ep > 1 else {})
 
 
 def _block_checkpoint(model: str) -> bool:

@@ -8,9 +8,9 @@ identical requests, or `request_rate`: Poisson, inference-perf's constant stage,
 `ntpot_ms` (inference-perf's latency / output tokens) (means, the client's own definitions), `output_throughput`
 (tokens/s). Optional: `warmup_requests`
 (excluded from the metrics, as the client excludes them), `max_num_seqs`, `max_num_batched_tokens`,
-`quantization`, `enable_expert_parallel` (true: a MoE model's whole experts over the TP GPUs, vLLM's
-`--enable-expert-parallel`), `cost` (a servesim cost model: default `roofline`; `toy` makes predictions derivable
-by hand),
+`quantization`, the parallel layout under the engine's own flags (vLLM's `enable_expert_parallel` true/false
+and `data_parallel_size`; SGLang's `ep_size`, `enable_dp_attention`, `dp_size`: `servesim.cost.layout`), `cost`
+(a servesim cost model: default `roofline`; `toy` makes predictions derivable by hand),
 `engine_version` (carried into the groups), `start` (`together`, the default: a closed loop's users all start at
 0, and identical requests stay in waves; `staggered`: they start a C-th of a lone request's latency apart, a
 desynchronised stream), `frontend` (the path outside the engine core, `servesim.engine.frontend`: vllm, sglang
@@ -29,9 +29,11 @@ from servesim.errors import WorkloadError
 REQUIRED = ("model", "gpu", "engine", "client", "isl", "osl", "num_requests")
 METRICS = ("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms", "ntpot_ms", "output_throughput")
 OPTIONAL = ("tp", "concurrency", "request_rate", "warmup_requests", "max_num_seqs", "max_num_batched_tokens",
-            "quantization", "cost", "engine_version", "id", "start", "frontend", "enable_expert_parallel")
+            "quantization", "cost", "engine_version", "id", "start", "frontend", "enable_expert_parallel",
+            "data_parallel_size", "ep_size", "enable_dp_attention", "dp_size")
 INTS = ("tp", "isl", "osl", "num_requests", "concurrency", "warmup_requests", "max_num_seqs",
-        "max_num_batched_tokens")
+        "max_num_batched_tokens", "data_parallel_size", "ep_size", "dp_size")
+BOOLS = ("enable_expert_parallel", "enable_dp_attention")
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +119,7 @@ def _point(path: Path, line: int | str, row: dict) -> Point:
             continue
         if name in INTS:
             fields[name] = _number(path, line, name, text, int)
-        elif name == "enable_expert_parallel":
+        elif name in BOOLS:
             if text.strip().lower() not in ("true", "false"):
                 raise WorkloadError(f"{path}:{line}: {name}: got {text!r}; expected true or false")
             fields[name] = text.strip().lower() == "true"

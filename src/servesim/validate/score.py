@@ -120,10 +120,14 @@ def predict(p: Point) -> dict[str, float]:
 
     preset = preset_for(spec.name, f.get("engine_version")) or spec.host_preset  # (the release's defaults)
     version = f.get("engine_version") if cost_name == "aic" and f.get("engine_version") != "?" else None
+    from servesim.cost.layout import from_flags
+
+    layout = from_flags(spec.name, f.get("tp", 1), **{k: f.get(k) for k in (
+        "enable_expert_parallel", "data_parallel_size", "ep_size", "enable_dp_attention", "dp_size")})
+    shaped = {"layout": layout} if layout is not None else {"tp": f.get("tp", 1)}
     cost = build_cost("toy") if cost_name == "toy" else build_cost(
-        cost_name, model=f["model"], gpu=f["gpu"], tp=f.get("tp", 1), quantization=f.get("quantization"),
-        kv_cache_dtype=f.get("kv_cache_dtype"), default_engine=preset, aic_backend_version=version,
-        enable_expert_parallel=f.get("enable_expert_parallel"))
+        cost_name, model=f["model"], gpu=f["gpu"], quantization=f.get("quantization"),
+        kv_cache_dtype=f.get("kv_cache_dtype"), default_engine=preset, aic_backend_version=version, **shaped)
     knobs = {k: f[k] for k in ("max_num_seqs", "max_num_batched_tokens") if k in f}
     if f.get("frontend", "none") != "none":  # the path outside the engine core (`servesim.engine.frontend`)
         from servesim.engine.frontend import frontend
