@@ -160,3 +160,21 @@ def test_a_front_end_sits_before_the_router(monkeypatch, capsys, tmp_path):
                        str(tmp_path / "c.json"))
     assert code == 0, err
     assert json.loads((tmp_path / "c.json").read_text())["mean_ttft_ms"] == pytest.approx(16.0)
+
+
+def test_a_capped_request_reaches_the_engine_its_front_ends_time_after_its_slot_frees():
+    # client cap 2, front end 50 us a prompt token, toy cost (0.1 ms a prefill token), one seat. r0 and r1 (1
+    # token) reach the engine at 50 us; r0 runs 50-150, r1 150-250. r2 and r3 (2 tokens) are due at 0 but both slots
+    # are taken: r2 is sent when r0 finishes (150), reaching the engine 100 us later (250), and runs 250-450; r3 is
+    # sent at r1's finish (250) and runs 450-650. Arrivals count from the sends: 0, 0, 150, 250 us. A cluster of
+    # one replica frees r0's slot at 150 too, though its replica's step was run when r2 was due (at 100).
+    from servesim.cluster import Pool, simulate_cluster
+
+    reqs = [Request("r0", 0.0, 1, 1), Request("r1", 0.0, 1, 1), Request("r2", 0.0, 2, 1), Request("r3", 0.0, 2, 1)]
+    cfg = EngineConfig(max_num_batched_tokens=8, max_num_seqs=1, enable_chunked_prefill=False,
+                       frontend_latency_per_token=50e-6, max_concurrency=2)
+    plain = simulate(reqs, cfg, "continuous", "toy")
+    one = simulate_cluster(reqs, [Pool(1, cfg, "continuous", "toy")]).cluster
+    for r in (plain, one):
+        assert [round(t.arrival_time * 1e6, 6) for t in r.requests] == [0, 0, 150, 250]
+        assert [round(t.token_times[0] * 1e6, 6) for t in r.requests] == [150, 250, 450, 650]
