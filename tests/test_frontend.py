@@ -178,3 +178,20 @@ def test_a_capped_request_reaches_the_engine_its_front_ends_time_after_its_slot_
     for r in (plain, one):
         assert [round(t.arrival_time * 1e6, 6) for t in r.requests] == [0, 0, 150, 250]
         assert [round(t.token_times[0] * 1e6, 6) for t in r.requests] == [150, 250, 450, 650]
+
+
+def test_the_client_queue_keeps_its_order_whatever_each_front_ends_time():
+    # client cap 2, front end 100 us a prompt token, toy cost, one seat; all four due at 0. The client queues r2
+    # (3 tokens) before r3 (1 token), though r3 would reach the engine sooner: r0 and r1 (1 token) reach it at 100
+    # and run 100-200 and 200-300; r2 takes r0's slot at 200 and reaches the engine at 200 + 300 = 500; r3 takes
+    # r1's at 300, reaches it at 400 and runs 400-500; r2 runs 500-800. Sends: 0, 0, 200, 300 us.
+    from servesim.cluster import Pool, simulate_cluster
+
+    reqs = [Request("r0", 0.0, 1, 1), Request("r1", 0.0, 1, 1), Request("r2", 0.0, 3, 1), Request("r3", 0.0, 1, 1)]
+    cfg = EngineConfig(max_num_batched_tokens=8, max_num_seqs=1, enable_chunked_prefill=False,
+                       frontend_latency_per_token=100e-6, max_concurrency=2)
+    plain = simulate(reqs, cfg, "continuous", "toy")
+    one = simulate_cluster(reqs, [Pool(1, cfg, "continuous", "toy")]).cluster
+    for r in (plain, one):
+        assert [round(t.arrival_time * 1e6, 6) for t in r.requests] == [0, 0, 200, 300]
+        assert [round(t.token_times[0] * 1e6, 6) for t in r.requests] == [200, 300, 800, 500]

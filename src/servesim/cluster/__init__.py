@@ -89,7 +89,7 @@ def simulate_cluster(
     # each request reaches the router the front end's time after its send (`servesim.engine.frontend`); the
     # replicas' engines run without one (it is before them), and every timeline counts from the send again
     requests = [replace(r, arrival_time=r.arrival_time + front[0] + front[1] * r.prompt_len) for r in sent] \
-        if front != (0.0, 0.0) else sent
+        if front != (0.0, 0.0) and max_concurrency is None else sent  # (under a cap: at each send, `Cluster`)
     hashed = any(r.hash_ids for r in requests)
     replicas = []
     decode_policies = [name for e in engines() for name in e.pd_decode]

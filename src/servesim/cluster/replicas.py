@@ -108,6 +108,9 @@ class Cluster:
                  front: tuple[float, float] = (0.0, 0.0)) -> None:
         self.replicas, self.routers, self.delay, self.links = replicas, routers, router_delay, links
         self.front = front  # the path outside the engine core: (seconds a request, a prompt token) to the router
+        # under a cap the arrivals are the client's sends: each reaches the router its front end's time after it
+        # took its slot (the cap counts sends, in the client's order)
+        self.at_client = max_concurrency is not None and front != (0.0, 0.0)
         self.pools = {role: [r.index for r in replicas if r.role == role] for role in ROLES}
         self.disaggregated = links is not None
         self.states = [RequestState(r, i) for i, r in enumerate(requests)]
@@ -133,8 +136,8 @@ class Cluster:
         self.max_concurrency, self.in_flight = max_concurrency, 0
         self.backlog: deque[int] = deque()
         self.sent: set[int] = set()  # released from the backlog: their slot is taken
-        # slots freed by finishes, applied at their time (a replica's step can end past the next routing: its
-        # finish must not free a slot for an arrival before it): (finish time, replica), a heap
+        # slots freed by finishes that came from a step run past the next routing (a request due before the finish
+        # must find the slot taken): applied at their time, (finish time, replica), a heap
         self.frees: list[tuple[float, int]] = []
         # who can reach whom between routing events: closed loop: everyone everyone; P/D: prefill -> decode
         closed = bool(self.followers) or max_concurrency is not None
@@ -255,6 +258,13 @@ class Cluster:
                     self.backlog.append(i)
                     continue
                 self.in_flight += 1
+                if self.at_client:  # sent now, at the router its front end's time later
+                    r = requests[i].request
+                    reach = r.arrival_time + self.reach(r)
+                    requests[i].request = replace(r, arrival_time=reach)
+                    self.sent.add(i)
+                    heappush(self.pending, (reach, i))
+                    continue
             self.route(requests[i], b)
         for f, j in frees:
             self.release_slot(f, self.replicas[j])
@@ -320,7 +330,9 @@ class Cluster:
         f = self.backlog.popleft()
         r = self.states[f].request
         # a closed loop's user thinks before sending it (`workloads.ClosedLoop`), as the engine's own cap does
-        t = max(r.arrival_time, t + (r.think_time if r.after is None else 0.0) + self.reach(r))
+        reach = self.reach(r)  # (its arrival a send under `at_client`)
+        t = max(r.arrival_time + (reach if self.at_client else 0.0), t + (r.think_time if r.after is None else 0.0)
+                + reach)
         self.states[f].request = replace(r, arrival_time=t)
         self.sent.add(f)
         self.in_flight += 1
@@ -340,8 +352,8 @@ class Cluster:
         finished it (0: its replica or prefill replica, 1: its decode replica)."""
         here = self.replicas[self.placed[s.index][int(self.disaggregated) if side is None else side]]
         for f in self.followers.pop(s.index, ()):
-            r = self.states[f].request
-            t = max(r.arrival_time, s.finish_time + r.think_time + self.reach(r))
+            r = self.states[f].request  # (under `at_client` its send: the cap takes it then, the front end after)
+            t = max(r.arrival_time, s.finish_time + r.think_time + (0.0 if self.at_client else self.reach(r)))
             self.states[f].request = replace(r, arrival_time=t)
             heappush(self.pending, (t, f))
             # its replica stops there: the turn is routed at `t`, which may be before the replica's next event
@@ -349,7 +361,12 @@ class Cluster:
             if here.next_arrival is None or t < here.next_arrival:
                 here.next_arrival = t
         if self.max_concurrency is not None:
-            heappush(self.frees, (s.finish_time, here.index))
+            f = s.finish_time
+            if self.next_routing() < f:  # requests due before it are not routed yet: the slot frees after them
+                heappush(self.frees, (f, here.index))
+                here.until, here.horizon = min(here.until, f), min(here.horizon, f)
+            else:
+                self.release_slot(f, here)
 
     def prefilled(self, s: RequestState) -> None:
         """P/D: the prompt's first token on the prefill side; its KV leaves for the decode replica, whose blocks

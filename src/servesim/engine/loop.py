@@ -74,15 +74,19 @@ def simulate(
     if max_records is not None and max_records < 0:
         raise ConfigError(f"max_records must be >= 0, got {max_records}")
     front = cfg.frontend_latency > 0 or cfg.frontend_latency_per_token > 0
-    if front:  # each request reaches the engine the front end's time after its send (`servesim.engine.frontend`)
+    # each request reaches the engine the front end's time after its send (`servesim.engine.frontend`); under a
+    # client cap the engine adds it at each send (`Engine.at_client`): the cap counts sends, in the client's order
+    if front and cfg.max_concurrency is None:
         requests = [replace(r, arrival_time=r.arrival_time + delay(cfg, r.prompt_len)) for r in requests]
     engine = Engine(requests, cfg, policy, cost_model, record, sink, max_records,
                     fast=fast and not cfg.async_scheduling and not check_invariants, check_invariants=check_invariants)
     engine.run(progress)
     result = engine.result()
-    if front:  # every metric counts from the send, as the client measures
+    if front:  # every metric counts from the send, as the client measures (a request refused on arrival: sent)
         t = result.timelines
-        t.arrival_time = t.arrival_time - delay(cfg, t.prompt_len)
+        refused = set(result.rejected) if cfg.max_concurrency is not None else ()
+        sent = [i not in refused for i in t.ids] if refused else 1.0
+        t.arrival_time = t.arrival_time - delay(cfg, t.prompt_len) * sent
     return result
 
 
@@ -96,6 +100,7 @@ class Engine:
                  "step", "n_done", "arrivals",
                  "release", "preemptions", "swap_seconds_per_block", "check_invariants", "_sink", "followers",
                  "pending", "num_served", "until", "max_concurrency", "in_flight", "backlog", "passed", "in_order",
+                 "at_client",
                  "free_since",
                  "shift")
 
@@ -148,6 +153,10 @@ class Engine:
             self.sched.on_finish = self.finished
         # vllm bench serve's --max-concurrency: at most C requests in flight; the others wait at the client
         self.max_concurrency, self.in_flight = cfg.max_concurrency, 0
+        # a front end under a cap: arrivals are the client's sends, each reaching the engine its front end's time
+        # after it took its slot (sent at once, from the client's queue or when a slot came free)
+        self.at_client = cfg.max_concurrency is not None and (cfg.frontend_latency > 0
+                                                              or cfg.frontend_latency_per_token > 0)
         self.backlog: deque[RequestState] = deque()  # arrived, not yet sent (first come, first served)
         self.passed: set[int] = set()  # sent from the backlog: their slot is taken
         # when each free slot came free (ascending): a request due before its slot freed is sent when it did, not
@@ -248,9 +257,8 @@ class Engine:
                 if self.in_flight >= cap:
                     self.backlog.append(s)
                     continue
-                if self._take_slot(s) and s.request.arrival_time > now:  # (its front end's time after the slot)
-                    self.passed.add(s.index)
-                    heappush(pending, (s.request.arrival_time, s.index, s))
+                self._take_slot(s)
+                if self._reaches_later(s, now):
                     continue
             self._send(s)
         self.nxt = nxt
@@ -270,8 +278,7 @@ class Engine:
                 self.backlog.append(s)
                 break
             self.shift += self._take_slot(s)
-            if s.request.arrival_time > now:  # (sent when its slot came free, its front end's time before)
-                heappush(self.pending, (s.request.arrival_time, s.index, s))
+            if self._reaches_later(s, now):
                 continue
             self._send(s)
         while self.pending and self.pending[0][0] <= now:  # sent from the backlog when a slot freed
@@ -284,13 +291,25 @@ class Engine:
         """`s` takes the slot free the longest, sent at its own time or when that slot came free if later (the
         seconds it was held, returned)."""
         self.in_flight += 1
-        # sent when the slot came free, reaching the engine its front end's time later (its arrival already
-        # counts that time from its own send)
-        held = self.free_since.popleft() + delay(self.config, s.request.prompt_len) - s.request.arrival_time
+        held = self.free_since.popleft() - s.request.arrival_time
         if held <= 0:
             return 0.0
         s.request = replace(s.request, arrival_time=s.request.arrival_time + held)
         return held
+
+    def _reaches_later(self, s: RequestState, now: float) -> bool:
+        """A front end under a cap: `s`, sent (its slot taken), reaches the engine its front end's time later;
+        True when that is after `now` (it waits in `pending`, its slot taken)."""
+        if not self.at_client:
+            return False
+        s.request = replace(s.request, arrival_time=s.request.arrival_time + delay(self.config, s.request.prompt_len))
+        if s.request.arrival_time <= now:
+            return False
+        self.passed.add(s.index)
+        heappush(self.pending, (s.request.arrival_time, s.index, s))
+        if self.next_arrival is None or s.request.arrival_time < self.next_arrival:
+            self.next_arrival = s.request.arrival_time
+        return True
 
     def _send(self, s: RequestState) -> None:
         """`s` reaches the engine now: the scheduler's waiting queue (and this step's record)."""
@@ -322,7 +341,8 @@ class Engine:
             f = self.backlog.popleft()
             # a closed loop's user thinks before sending it (`workloads.ClosedLoop`; a follower thought already)
             think = f.request.think_time if f.request.after is None else 0.0
-            t = max(f.request.arrival_time, s.finish_time + think + delay(self.config, f.request.prompt_len))
+            d = delay(self.config, f.request.prompt_len)  # (its arrival a send under a front end: `at_client`)
+            t = max(f.request.arrival_time + (d if self.at_client else 0.0), s.finish_time + think + d)
             if self.in_order:
                 self.shift += t - f.request.arrival_time
             f.request = replace(f.request, arrival_time=t)
@@ -337,7 +357,9 @@ class Engine:
         `arrival_time`)."""
         for f in self.followers.pop(s.index, ()):
             r = f.request
-            t = max(r.arrival_time, s.finish_time + r.think_time + delay(self.config, r.prompt_len))
+            # (under a cap with a front end, its send: the cap takes it then, and the front end after)
+            d = 0.0 if self.at_client else delay(self.config, r.prompt_len)
+            t = max(r.arrival_time, s.finish_time + r.think_time + d)
             f.request = replace(r, arrival_time=t)
             heappush(self.pending, (t, f.index, f))
             if self.next_arrival is None or t < self.next_arrival:
