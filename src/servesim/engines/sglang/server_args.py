@@ -57,7 +57,7 @@ class SGLangConfig:
     speculative_num_steps: int | None = None  # the draft chain's length: the drafts each verify step checks
     speculative_eagle_topk: int | None = None  # 1: a chain (the only shape modelled)
     speculative_num_draft_tokens: int | None = None  # the verify width; with topk 1 SGLang sets it to num_steps + 1
-    speculative_draft_model_path: str | None = None  # the draft model (STANDALONE: a servesim model the roofline prices)
+    speculative_draft_model_path: str | None = None  # the draft model (STANDALONE: a servesim model, priced)
 
     def __post_init__(self) -> None:
         for name in ("page_size", "max_prefill_tokens", "retract_decode_steps"):
