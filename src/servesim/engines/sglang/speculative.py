@@ -4,13 +4,13 @@ locations are SGLang 0.5.23's `python/sglang/srt/`; docs/speculative.md lists ea
 
 - G1 the flags: `--speculative-algorithm` EAGLE, EAGLE3, NEXTN (SGLang's alias of EAGLE, `spec_registry.py` 183),
   STANDALONE; `_handle_eagle_family` (speculative_hook.py 1072-1283) sets max_running_requests 48 when not given,
-  turns mixed chunks off for an algorithm without `supports_mixed_chunk` (STANDALONE; `spec_info.py` 140-150), and
+  turns mixed chunks off for an algorithm without `supports_mixed_chunk` (STANDALONE; `spec_info.py` 147-160), and
   with topk 1 sets num_draft_tokens = num_steps + 1. Without num_steps it picks the three from the model's
   architecture (`_auto_choose_speculative_params`: (3, 1, 4) for STANDALONE and most models, a (5, 4, 8) tree for
   Llama), which servesim does not read, so only STANDALONE's is taken. The overlap schedule stays on (spec v2).
 - G2 the verify batch: every request in a decode batch verifies num_steps drafts: num_draft_tokens = num_steps + 1
   tokens (`EagleVerifyInput.draft_token_num`), whatever it has left; it gains the accepted drafts and one bonus
-  token (`_resolve_spec_v2_tokens`, batch_result_processor.py 785-845).
+  token (`_resolve_spec_v2_tokens`, batch_result_processor.py 770-846).
 - G3 the KV slots: a prefill sets kv_committed_len = kv_allocated_len = its seq_len (`alloc_for_extend`,
   allocation.py 483-485); each decode step allocates up to ceil_page(kv_committed_len + 2 x alloc_len_per_decode)
   (`eagle_prepare_for_decode`, eagle_utils.py 857-921; `get_alloc_len_per_decode`, allocation_sizing.py 28-70:
@@ -22,12 +22,12 @@ locations are SGLang 0.5.23's `python/sglang/srt/`; docs/speculative.md lists ea
   speculation; the prefill adder reads the pool with those slots taken (its own arithmetic is unchanged).
 - G5 release: a finished request keeps min(kv_committed_len, prompt + outputs) in the tree (`owned_kv_len`,
   schedule_batch.py 1552-1564) and frees the rest it allocated (`_release_overallocated_kv_indices`,
-  mem_cache/common.py 446-475); a retraction frees all it allocated (`release_req`, schedule_batch.py 2360-2395).
+  mem_cache/common.py 447-476); a retraction frees all it allocated (`release_req`, schedule_batch.py 2360-2395).
 - G6 the overlap loop: a batch is scheduled before the last one's result is processed, so the scheduler reads
   output_ids and kv_committed_len without the last step's tokens; only a request whose in-flight result was to
-  bring its last token by one is left out of the decode batch (`_reqs_finishing_inflight`, scheduler.py 4441-4456,
+  bring its last token by one is left out of the decode batch (`_reqs_finishing_inflight`, scheduler.py 4444-4457,
   `next_output_finishes_by_length`); one that finished with several tokens in flight is decoded once more and that
-  result skipped (batch_result_processor.py 813-816).
+  result skipped (batch_result_processor.py 819-822).
 """
 
 from __future__ import annotations
