@@ -225,3 +225,18 @@ def test_overlap_reserve_reads_output_ids_without_the_verification_in_flight():
                max_total_num_tokens=40)
     assert free(r, 2) == [30, 22]
     assert {w.id: w.reason for w in r.steps[2].waiting} == {"B": Reason.NO_TOKEN}
+
+
+def test_retract_decode_under_overlap_drops_the_verification_in_flight():
+    # pool 78, prompts 4, outputs 40, all accepted, the overlap loop. A prefills at step 0; B at step 1 (A's
+    # output_ids still empty: reserve 40 x 0.7 = 28, 78 - 4 - 28 = 46 > 4 + 40 + 1). From step 2 both verify:
+    # allocated 12 each (free 70 - 16 = 54); step 3 reads committed 4 still (nothing more, 54); then +4 each a
+    # step: 46, 38, 30, 22, 14, 6 at steps 4-9. Step 10 needs 8 > 6: both show 1 + 7 x 4 = 29 outputs (step 9's
+    # 4 in flight), so B, last, is retracted: it frees its 36 (42) and A takes 4 (38); its 4 tokens in flight are
+    # dropped (batch_result_processor skips a retracted request's result): it keeps 29 and re-prefills 4 + 29 = 33
+    # once A is done (A: 37 + 4 > 40 at step 11, processed at step 12's end), at step 13
+    r = sg_run([Request("A", 0.0, 4, 40, accept=(3,)), Request("B", 1.0, 4, 40, accept=(3,))], overlap=True,
+               max_total_num_tokens=78)
+    assert free(r, 11) == [74, 70, 54, 54, 46, 38, 30, 22, 14, 6, 38]
+    assert r.steps[10].preempted == ("B",) and r.steps[10].new_token_ratio == 1.0
+    assert r.steps[11].finished == ("A",) and rows(r, 13) == [("B", 33, 0)]
