@@ -78,8 +78,31 @@ def test_gpu_aliases_and_datasheet_numbers():
     a100 = load_gpu("a100-80gb")  # NVIDIA A100 datasheet, 80GB SXM column
     assert (a100.peak_flops, a100.memory_bandwidth, a100.memory_bytes) == (312e12, 2039e9, 80 * 2**30)
     assert (a100.interconnect_bandwidth, a100.pcie_bandwidth) == (600e9, 64e9)
-    assert sorted(builtin_gpus()) == ["a100-80gb", "b200", "b300", "gb200", "gb300", "h100-80gb", "h200", "l40s",
-                                      "mi300x"]
+    assert sorted(builtin_gpus()) == ["a100-80gb", "b200", "b300", "gb200", "gb300", "h100-80gb", "h100-nvl",
+                                      "h100-pcie", "h20", "h200", "l40s", "mi300x", "mi325x", "mi355x",
+                                      "rtx-pro-6000"]
+
+
+@pytest.mark.parametrize("name, bf16, fp8, fp4, hbm_gb_s, gib, link", [
+    # each from its datasheet (the TOML's comments): dense peaks (half the sparse ones), HBM, capacity, GPU link
+    ("h100-pcie", 756.5, 1513.0, None, 2000, 80, 600),
+    ("h100-nvl", 835.5, 1670.5, None, 3900, 94, 600),
+    ("h20", 148, 296, None, 4000, 96, 900),
+    ("rtx-pro-6000", 467.8, 935.6, 1871.2, 1792, 95.59, 128),
+    ("mi325x", 1307.4, 2614.9, None, 6000, 256, 896),
+    ("mi355x", 2516.6, 5033.2, 10066.3, 8000, 288, 1075.2)])
+def test_issue_27s_gpus_from_their_datasheets(name, bf16, fp8, fp4, hbm_gb_s, gib, link):
+    g = load_gpu(name)
+    assert (g.peak_flops, g.fp8_flops, g.memory_bandwidth, g.interconnect_bandwidth) == (
+        bf16 * 1e12, fp8 * 1e12, hbm_gb_s * 1e9, link * 1e9)
+    assert g.fp4_flops == (None if fp4 is None else fp4 * 1e12) and g.memory_bytes == int(gib * 2**30)
+
+
+def test_nvfp4_is_refused_on_amd():
+    from servesim.cost import Roofline
+
+    with pytest.raises(ConfigError, match="NVFP4's kernels are NVIDIA's"):
+        Roofline("llama-3.1-8b", "mi355x", quantization="modelopt_fp4")
 
 
 def test_unknown_gpu_lists_builtins_with_aliases():

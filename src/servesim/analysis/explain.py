@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 from servesim.analysis.metrics import longest_prompt, worst_gap
+from servesim.analysis.speculation import speculation_sentences
 from servesim.analysis.words import ms, number
 from servesim.analysis.words import plural as _plural
 from servesim.engine.records import Reason
@@ -341,10 +342,12 @@ def _token_gap(result: SimResult, gap):
     return next((g for g in found if g.last_step == gap.step), found[0])
 
 
-def explain_run(result: SimResult, unchunked: SimResult | None = None, cost=None) -> list[str]:
+def explain_run(result: SimResult, unchunked: SimResult | None = None, cost=None,
+                plain: SimResult | None = None) -> list[str]:
     """Sentences on a run: what bound the schedule, where tail latency came from, preemptions and their cost,
     overload; with `unchunked` (the same workload with chunked prefill off), what chunking changed; with `cost`
-    (the run's cost model, with an engine profile), whether the host bound its decode steps."""
+    (the run's cost model, with an engine profile), whether the host bound its decode steps; under speculative
+    decoding what it did, and with `plain` (the same run without it) what it changed."""
     from servesim.analysis.benchmark import benchmark_metrics
     from servesim.analysis.breakdown import request_breakdown
     from servesim.analysis.metrics import token_gaps
@@ -407,6 +410,7 @@ def explain_run(result: SimResult, unchunked: SimResult | None = None, cost=None
     if result.prefix_cache is not None:
         out.append(prefix_cache_sentence(result))
     out += chunking_sentences(result, unchunked)
+    out += speculation_sentences(result, plain)
     return out
 
 

@@ -146,6 +146,9 @@ def _check_options(m: ModelSpec, g: GpuSpec, tp: object, quantization: str | Non
     if quantization == "fp8" and g.fp8_flops is None:
         raise ConfigError(f"--quantization fp8: {g.name} has no FP8 tensor cores (no dense_fp8_tflops in its "
                           "GPU file); expected a GPU with FP8, e.g. h100-80gb")
+    if quantization == "modelopt_fp4" and g.description.startswith("AMD"):
+        raise ConfigError(f"--quantization modelopt_fp4: NVFP4's kernels are NVIDIA's (ModelOpt, FlashInfer, "
+                          f"Marlin); vLLM serves no NVFP4 checkpoint on {g.name}")
     if kv_cache_dtype not in KV_CACHE_DTYPES:
         raise ConfigError(f"--kv-cache-dtype {kv_cache_dtype}: expected one of {', '.join(KV_CACHE_DTYPES)}")
     if not is_int(tp) or tp < 1:

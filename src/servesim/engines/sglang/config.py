@@ -58,6 +58,19 @@ def unchunked_config(cfg: EngineConfig) -> EngineConfig:
                    sglang=sg)
 
 
+def unspeculative_config(cfg: EngineConfig) -> EngineConfig | None:
+    """A resolved speculative `sglang` run's config without speculation, to run again on the same token pool (and
+    the same max_running_requests): the vLLM-named fields the resolution filled back at their defaults; None when
+    it did not speculate."""
+    sg = cfg.sglang
+    if sg is None or sg.speculative_algorithm is None:
+        return None
+    base = EngineConfig()
+    plain = replace(sg, mem_fraction_static=None, **{f: None for f in ("speculative_algorithm", *speculative.FIELDS)})
+    return replace(cfg, **{name: getattr(base, name) for name in VLLM_ONLY}, acceptance_rate=None,
+                   acceptance_seed=0, sglang=plain)
+
+
 def resolve_sglang(cfg: EngineConfig) -> EngineConfig:
     """Refuse vLLM-only knobs; fill `EngineConfig.sglang` and the vLLM-named fields readers show (the budget as
     the chunk size, max_num_seqs as max_running_requests)."""

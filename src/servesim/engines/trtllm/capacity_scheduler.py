@@ -27,6 +27,10 @@ class Capacity:
     paused: list[RequestState] = field(default_factory=list)
     waiting: dict[RequestState, tuple[Reason, str]] = field(default_factory=dict)  # (only when explaining)
 
+    def skip_for_reuse(self, s: RequestState, other: str) -> None:
+        self.waiting[s] = (Reason.REUSE_SKIP, f"beneficialToSkip: {other} computes its first new block this step; "
+                           "it waits to reuse it")
+
 
 def is_generation(s: RequestState) -> bool:
     return s.status is RequestStatus.RUNNING and s.sampled_since_admission
@@ -97,8 +101,7 @@ class GuaranteedNoEvictScheduler:
             other = contributed.beneficial_to_skip(s) if contributed is not None else None
             if other is not None:
                 if explain:
-                    cap.waiting[s] = (Reason.REUSE_SKIP, f"beneficialToSkip: {other} computes its first new block "
-                                      "this step; it waits to reuse it")
+                    cap.skip_for_reuse(s, other)
                 continue
             need = get_remaining_blocks_to_completion(s, tc.tokens_per_block, sched.max_seq_len)
             if available is not None and need > available:
@@ -145,8 +148,7 @@ class MaxUtilizationScheduler:
             other = contributed.beneficial_to_skip(s)
             if other is not None:
                 if sched.explain:
-                    cap.waiting[s] = (Reason.REUSE_SKIP, f"beneficialToSkip: {other} computes its first new block "
-                                      "this step; it waits to reuse it")
+                    cap.skip_for_reuse(s, other)
                 i += 1
                 continue
             need = get_needed_blocks_one_step(s, tc.tokens_per_block)
