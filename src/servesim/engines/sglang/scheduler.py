@@ -81,13 +81,15 @@ class SGLangScheduler(Scheduler):
         self.deferred: list[tuple[RequestState, int]] = []  # (each with the tokens its prefill computed)
         # speculative decoding (`servesim.engines.sglang.speculative`): every step through schedule(); under the
         # overlap loop `zombies` finished with several tokens in flight, still in the running batch until their
-        # result is processed (G6), `landed_zombies` this step's
+        # result is processed (G6), `landed_zombies` this step's; `released`: the last step's finishes (the
+        # finishing ones and the zombies), in the order they finished, as its result's processing releases them
         self.spec = None
         if sg.speculative_algorithm is not None:
             self.spec = SGLangSpec(sg, config.acceptance_rate, config.acceptance_seed)
             self.stretches = False
         self.zombies: list[RequestState] = []
         self.landed_zombies: list[RequestState] = []
+        self.released: list[RequestState] = []
 
     @property
     def spec_decoding(self):
@@ -504,8 +506,9 @@ class SGLangScheduler(Scheduler):
 
     def own_pages(self) -> int:
         """Pages requests hold outside the tree (the engine's KV invariant)."""
-        holders = [*self.running, *self.finishing, *self.landed,
-                   *([self.chunked_req] if self.chunked_req is not None else [])]
+        # (each once: a request finished with its result in flight is in the running batch too, G6)
+        holders = dict.fromkeys([*self.running, *self.finishing, *self.landed,
+                                 *([self.chunked_req] if self.chunked_req is not None else [])])
         ps = self.sg.page_size
         return sum(s.num_blocks - self.prefix_len(s) // ps for s in holders)
 
@@ -568,12 +571,11 @@ class SGLangScheduler(Scheduler):
                 self.spec.process()
         else:
             self._process(keep=1)
-            self.zombies, self.landed_zombies = self.landed_zombies, []
             self.deferred = [(s, s.num_computed_tokens) for s in self.extended if s is not chunked] \
                 if self.radix is not None else []
             self.inflight = {s for s in self.out.scheduled
                              if s.sampled_since_admission and s.num_computed_tokens == s.num_tokens - 1}
-            self.finishing, self.landed = self.landed, []
+            self._land()
         self.extended = []
 
     def _insert(self, rows: list[RequestState]) -> None:
@@ -584,12 +586,12 @@ class SGLangScheduler(Scheduler):
 
     @property
     def unprocessed(self) -> bool:
-        return bool(self._inflight_all or self._inflight or self.finishing or self.deferred or self.zombies)
+        return bool(self._inflight_all or self._inflight or self.released or self.deferred)
 
     @property
     def holds_finished(self) -> bool:
         """The last step's finishes (or prefill rows) are still to process, at the next step's end."""
-        return bool(self.finishing or self.deferred or self.zombies)
+        return bool(self.released or self.deferred)
 
     def release_held(self) -> int:
         """The fast path's stretch of decodes begins with the last result unprocessed: process it now (in its
@@ -602,7 +604,7 @@ class SGLangScheduler(Scheduler):
         """The fast path's decode steps ran: under the overlap loop the last one's result is unprocessed: every
         member sampled in it, its finishers hold their KV."""
         if self.overlap:
-            self.finishing, self.landed = self.landed, []
+            self._land()
             self._inflight_all = True  # (the set is built if read: `inflight`)
 
     @property
@@ -622,14 +624,13 @@ class SGLangScheduler(Scheduler):
             self._inflight, self._inflight_all = set(), False
         if self.spec is not None:
             self.spec.process(keep)
-            zombies, self.zombies = self.zombies, []
-            for s in zombies:
-                self.running.remove(s)
-                self._finish_now(s)
-        if not self.finishing and not self.deferred:
+        if not self.released and not self.deferred:
             return
-        finishing, self.finishing = self.finishing, []
+        finishing, zombies = self.released, self.zombies
+        self.released, self.finishing, self.zombies = [], [], []
         for s in finishing:
+            if zombies and s in zombies:  # (G6: it left the running batch only now)
+                self.running.remove(s)
             self._finish_now(s)
         # (a request retracted since is skipped, as SGLang skips it, and one its prefill's token finished is
         # cached as finished)
@@ -642,12 +643,19 @@ class SGLangScheduler(Scheduler):
         s.status = RequestStatus.FINISHED
         if self.overlap and self.spec is not None and not self.spec.finishing_by_length(s):
             self.landed_zombies.append(s)  # G6: SGLang cannot tell yet; it stays in the running batch
-            return
-        self.running.remove(s)
+        else:
+            self.running.remove(s)
         if self.overlap:  # (its token is in flight: the next iteration's processing frees its KV)
             self.landed.append(s)
         else:
             self._finish_now(s)
+
+    def _land(self) -> None:
+        """This step's finishes are the last step's now: out of the decode batch but holding their KV until its
+        result is processed (O2), or under speculation still in it (G6: the zombies)."""
+        self.released, self.landed = self.landed, []
+        self.zombies, self.landed_zombies = self.landed_zombies, []
+        self.finishing = [s for s in self.released if s not in self.zombies] if self.zombies else list(self.released)
 
     def _finish_now(self, s: RequestState) -> None:
         owned = self.spec.release(s, self.kv) if self.spec is not None else None  # G5
