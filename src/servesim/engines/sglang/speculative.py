@@ -28,6 +28,8 @@ locations are SGLang 0.5.23's `python/sglang/srt/`; docs/speculative.md lists ea
   bring its last token by one is left out of the decode batch (`_reqs_finishing_inflight`, scheduler.py 4444-4457,
   `next_output_finishes_by_length`); one that finished with several tokens in flight is decoded once more and that
   result skipped (batch_result_processor.py 819-822).
+- G7 mixed chunks (EAGLE, EAGLE3): the running requests decode one token each in the prefill's forward, no drafts,
+  their slots allocated as a decode's (scheduler.py 4375-4410, `mix_with_running`, schedule_batch.py 3267-3365).
 """
 
 from __future__ import annotations
