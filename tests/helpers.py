@@ -74,3 +74,22 @@ def assert_same_schedule(expected: dict, actual: dict) -> None:
         got = actual["requests"][rid]
         for key in ("first_scheduled_step", "first_token_step", "finish_step", "num_preemptions"):
             assert got[key] == want[key], (rid, key)
+
+
+def sglang_speculation(draw, reqs, sg):
+    """SGLang's speculative decoding drawn onto a workload (Hypothesis): an algorithm, a chain of 1-4 drafts, and
+    each request's accept list or the run's rates; returns the requests, the config section and the rates."""
+    from dataclasses import replace
+
+    from hypothesis import strategies as st
+
+    algo = draw(st.sampled_from(["EAGLE", "EAGLE3", "NEXTN", "STANDALONE"]))
+    k = draw(st.integers(1, 4))
+    sg = replace(sg, speculative_algorithm=algo, speculative_num_steps=k, speculative_eagle_topk=1,
+                 speculative_draft_model_path="llama-2-7b" if algo == "STANDALONE" else None)
+    rates = None
+    if draw(st.booleans()):
+        rates = tuple(draw(st.lists(st.sampled_from([0.0, 0.3, 0.7, 1.0]), min_size=1, max_size=k)))
+    else:
+        reqs = [replace(r, accept=tuple(draw(st.lists(st.integers(0, k), min_size=1, max_size=3)))) for r in reqs]
+    return reqs, sg, rates

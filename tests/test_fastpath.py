@@ -4,6 +4,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from helpers import sglang_speculation
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from test_block_pool import prefix_workloads
@@ -159,7 +160,7 @@ def test_prefix_caching_fast_path_is_step_by_step(w, record):
 
 
 @st.composite
-def sglang_workloads(draw):
+def sglang_workloads(draw, speculation=False):
     """SGLang scenarios for the fast path: arrivals spread out (so prefill steps come between decode steps of a
     large batch), mixed chunk on/off, radix cache on/off, a small token pool that retracts or an unlimited one."""
     from servesim.engines.sglang.server_args import SGLangConfig
@@ -185,6 +186,9 @@ def sglang_workloads(draw):
                       enable_priority_scheduling=draw(st.booleans()),
                       schedule_low_priority_values_first=draw(st.booleans()),
                       disable_overlap_schedule=draw(st.booleans()))
+    if speculation:
+        reqs, sg, rates = sglang_speculation(draw, reqs, sg)
+        return reqs, EngineConfig(sglang=sg, acceptance_rate=rates)
     return reqs, EngineConfig(sglang=sg)
 
 
@@ -223,6 +227,20 @@ def test_sglang_fast_path_is_step_by_step(case, record):
     for f in ("num_scheduled", "num_tokens", "prefill_tokens", "num_decodes", "free_blocks_after_schedule",
               "num_running_after", "num_waiting_after", "num_preempted"):
         assert np.array_equal(getattr(a, f), getattr(b, f)), f
+
+
+@SETTINGS
+@given(sglang_workloads(speculation=True), st.sampled_from(["full", "summary"]))
+def test_sglang_speculative_fast_path_is_step_by_step(case, record):
+    # speculation runs every step through schedule() (a verification is 1 + num_steps tokens, not the decode
+    # cohort's one): the fast path's run is the step-by-step run, records, token times and drafts included
+    reqs, cfg = case
+    slow = simulate(reqs, cfg, "sglang", "unit", record=record, fast=False)
+    fast = simulate(reqs, cfg, "sglang", "unit", record=record, fast=True)
+    same_timelines(fast, slow)
+    assert [r.token_times for r in fast.requests] == [r.token_times for r in slow.requests]
+    assert fast.preemptions == slow.preemptions and fast.spec_decoding == slow.spec_decoding
+    same_records(fast, slow)
 
 
 @settings(max_examples=60, deadline=None)

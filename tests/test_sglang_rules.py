@@ -2,6 +2,7 @@
 numbers are derived by hand in the test, on the step clock (every step costs 1.0)."""
 
 import pytest
+from helpers import sglang_speculation
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -297,6 +298,29 @@ def test_invariants(case):
     served = [r for r in result.requests if r.id not in result.rejected]
     assert all(r.finish_time is not None and r.num_tokens == r.output_len for r in served)
     assert {r.id for r in served} | set(result.rejected) == {r.request_id for r in reqs}
+
+
+@st.composite
+def speculative_workloads(draw):
+    reqs, sg = draw(workloads())
+    return sglang_speculation(draw, reqs, sg)
+
+
+@settings(max_examples=100, deadline=None)
+@given(speculative_workloads())
+def test_invariants_with_speculation(case):
+    """With SGLang's speculative decoding drawn: the pool's books after every step (its draft slots included), the
+    rows, every verification 1 + num_steps tokens, every served request finishing with all its tokens."""
+    reqs, sg, rates = case
+    result = simulate(reqs, EngineConfig(sglang=sg, acceptance_rate=rates), "sglang", "unit", check_invariants=True)
+    for s in result.steps:
+        assert s.num_running_after + (s.chunked_request is not None) <= sg.max_running_requests
+        assert all(e.num_scheduled_tokens == sg.speculative_num_steps + 1 for e in s.scheduled if e.num_spec_tokens)
+    served = [r for r in result.requests if r.id not in result.rejected]
+    assert all(r.finish_time is not None and r.num_tokens == r.output_len for r in served)
+    assert {r.id for r in served} | set(result.rejected) == {r.request_id for r in reqs}
+    stats = result.spec_decoding
+    assert stats.num_draft_tokens == sg.speculative_num_steps * stats.num_drafts
 
 
 def test_token_run_reads_as_its_tuple():

@@ -129,6 +129,46 @@ def test_the_speculative_decoding_block_and_result_keys_as_vllm_bench_serve_writ
     assert plain.spec_decoding is None and "Speculative" not in format_result(benchmark_metrics(plain))
 
 
+def sglang(algorithm="EAGLE3", steps=3, **more):
+    from servesim.engines.sglang.server_args import SGLangConfig
+
+    return EngineConfig(sglang=SGLangConfig(speculative_algorithm=algorithm, speculative_num_steps=steps,
+                                            speculative_eagle_topk=1, **more), acceptance_rate=0.7)
+
+
+def test_sglang_drafts_k_minus_1_one_token_passes_for_the_decodes_that_verify():
+    # EAGLEWorkerV2: draft() runs num_steps - 1 = 2 one-token passes for each request of the decode batch, the
+    # draft extend one pass over the tokens the target ran (the verify width for a decode, a prefill's tokens).
+    # SHAPE: 2 decodes verify (4 tokens each, contexts after the step 1,004 and 2,004); its completing prefill row
+    # gets no one-token pass (SGLang drafts for it at its first decode), unlike vLLM's 3 sampling rows
+    cost = with_drafter(TARGET, sglang())
+    head = Roofline(draft_model_spec(TARGET.model, "eagle3"), "h100-80gb", 1,
+                    replace(TARGET.params, step_overhead=0.0))
+    first = head.step_time_with_decodes(0, 0, SHAPE, device_only=True)
+    later = head.step_time_with_decodes(2, 1004 + 2004, StepShape((), (), (), 0), device_only=True)
+    assert cost.draft_time(SHAPE) == pytest.approx(first + 2 * later, rel=1e-12)
+    prefill = StepShape((512,), (0,), (False,), 1)  # a prefill batch: the draft extend only
+    assert cost.draft_time(prefill) == head.step_time_with_decodes(0, 0, prefill, device_only=True)
+    assert SpeculativeCost(TARGET, spec("eagle3")).draft_time(prefill) > cost.draft_time(prefill)
+
+
+def test_sglang_drafters_by_algorithm_and_the_token_pool_they_leave():
+    # NEXTN (SGLang's alias of EAGLE for a model's own NextN layer) is an MTP layer; STANDALONE its draft model's
+    # roofline at the target's TP; EAGLE the head sharing the target's embedding and LM head
+    assert with_drafter(TARGET, sglang("NEXTN")).method == "mtp"
+    standalone = with_drafter(TARGET, sglang("STANDALONE", speculative_draft_model_path="llama-2-7b"))
+    assert standalone.method == "draft_model" and standalone.drafter.model.name == "llama-2-7b"
+    # the token pool at mem_fraction_static 0.8: (80 GiB x 0.8 - the target's and the EAGLE-3 head's weights) /
+    # (131,072 + 4,096 bytes a token: SGLang gives the draft a KV slot per target slot)
+    cost = with_drafter(TARGET, sglang())
+    pool = int((TARGET.gpu.memory_bytes * 0.8 - TARGET.weight_bytes - 960_495_616) // 135_168)
+    assert cost.max_total_num_tokens(0.8) == pool < TARGET.max_total_num_tokens(0.8)
+    # and a run takes it: the resolved pool is the drafter's
+    r = simulate([Request("A", 0.0, 64, 9)], sglang(max_total_num_tokens=None, mem_fraction_static=0.8), "sglang",
+                 TARGET)
+    assert r.config.sglang.max_total_num_tokens == pool
+
+
 def test_explain_says_what_speculation_did_and_where_it_stops_paying():
     # toy cost: a decode step costs 1 ms whatever drafts it verifies, the 64-token prefill 6.4 ms. One request,
     # output 101, one draft of 3 accepted a verification: 100 tokens in 50 verify steps (50 ms) against 100 plain

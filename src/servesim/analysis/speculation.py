@@ -22,7 +22,8 @@ def speculation_sentences(result: SimResult, plain: SimResult | None = None) -> 
         return []
     k = spec.num_spec_tokens
     cfg = result.config.speculative_config
-    out = [f"Speculation ({cfg.method}, K = {k}) accepted {spec.acceptance_length - 1:.2f} of {k} drafts per "
+    method = cfg.method if cfg is not None else result.config.sglang.speculative_algorithm  # (SGLang's flag)
+    out = [f"Speculation ({method}, K = {k}) accepted {spec.acceptance_length - 1:.2f} of {k} drafts per "
            f"verification ({spec.acceptance_rate:.1%} of {spec.num_draft_tokens:,} drafted tokens; "
            f"{spec.acceptance_length:.2f} tokens a step per request); {spec.num_wasted_tokens:,} drafted tokens were "
            "rejected, computed for nothing."]

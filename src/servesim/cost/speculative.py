@@ -20,6 +20,16 @@ The drafter, per method (its passes after the target's, in series on the same GP
 - `ngram`: no GPU work; its prompt lookup runs on the host between steps and is not priced (no measurement of it
   is in the repository).
 
+SGLang 0.5.23 (`--policy sglang`, `srt/speculative/eagle_worker_v2.py`): a decode step runs `draft()` (num_steps -
+1 one-token passes per request, 808-830: its first draft token came from the last draft extend), the target's
+verification over num_steps + 1 tokens, then `_draft_extend_for_decode` over num_draft_tokens = num_steps + 1 per
+request (1110-1160); a prefill batch the target's extend, then the drafter's over its tokens
+(`_draft_extend_for_prefill`). So the same passes as vLLM's, but the K - 1 one-token passes run for the requests
+that verify (decodes scheduled 1 + K), not for the prefill rows that sample (`Drafter.one_token_rows` "verifying").
+NEXTN is priced as an MTP layer (SGLang's alias of EAGLE for DeepSeek-style NextN layers), STANDALONE as its draft
+model's roofline (`--speculative-draft-model-path`, the target's TP). Its token pool is sized with the drafter's
+weights and KV (`max_total_num_tokens`): SGLang gives the draft one KV slot per target slot.
+
 Memory: the drafter's weights and its KV (its layers' bytes per token, in the target's blocks, as vLLM allocates the
 draft layers in the same KV cache groups) come out of the pool `num_gpu_blocks` derives; EAGLE and MTP share the
 target's embedding and LM head, so only their layer is counted (EAGLE-3 its draft LM head too).
@@ -27,7 +37,7 @@ target's embedding and LM head, so only their layer is counted (EAGLE-3 its draf
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from servesim.cost.base import CostModel, StepShape
@@ -39,15 +49,31 @@ EAGLE3_DRAFT_VOCAB = 32_000  # EAGLE-3 heads' draft vocabulary (speculators' Eag
 HEADS = ("eagle", "eagle3", "mtp")
 
 
+@dataclass(frozen=True, slots=True)
+class Drafter:
+    """What the cost reads of a speculative config (vLLM's `SpeculativeConfig` has the same fields): the method,
+    K, and which rows the K - 1 one-token passes run over: "sampled" (vLLM: every request that samples) or
+    "verifying" (SGLang: every decode that verifies drafts)."""
+
+    method: str
+    num_speculative_tokens: int
+    parallel_drafting: bool = False
+    model: str | None = None
+    draft_tensor_parallel_size: int | None = None
+    one_token_rows: str = "sampled"
+
+
 class SpeculativeCost:
     """A roofline with a drafter: `step_time` of a step whose decodes verify drafts, the drafter's passes added to
     the device time before the engine's host model combines them (as `Roofline.step_time` does)."""
 
-    __slots__ = ("target", "drafter", "k", "parallel", "name", "kv_bytes_per_token", "shared_bytes", "method")
+    __slots__ = ("target", "drafter", "k", "parallel", "name", "kv_bytes_per_token", "shared_bytes", "method",
+                 "verifying")
 
     def __init__(self, target: Roofline, spec: Any) -> None:
         self.target, self.method, self.name = target, spec.method, target.name
         self.k, self.parallel = spec.num_speculative_tokens, spec.parallel_drafting
+        self.verifying = getattr(spec, "one_token_rows", "sampled") == "verifying"
         self.drafter = draft_roofline(target, spec)
         self.shared_bytes = 0  # the target's weights the drafter reuses (counted once)
         if self.drafter is not None and self.method in ("eagle", "mtp"):
@@ -88,6 +114,8 @@ class SpeculativeCost:
         d, n = self.drafter, shape.num_sampled
         if d is None or not shape.num_new_tokens:
             return 0.0
+        if self.verifying:  # (SGLang: the one-token passes draft for the decodes that verify)
+            n = sum(1 for q, dec in zip(shape.num_new_tokens, shape.is_decode) if dec and q > 1)
         if self.parallel:  # one pass, K - 1 more slots for each request that samples
             extra = (self.k - 1) * n
             first = StepShape(shape.num_new_tokens + (extra,) if extra else shape.num_new_tokens,
@@ -96,8 +124,24 @@ class SpeculativeCost:
             return d.step_time_with_decodes(0, 0, first, device_only=True)
         t = d.step_time_with_decodes(0, 0, shape, device_only=True)
         if n and self.k > 1:  # each later pass: one token for each request that samples, against its context
-            t += (self.k - 1) * d.step_time_with_decodes(n, _sampled_context(shape), EMPTY, device_only=True)
+            context = _verifying_context(shape) if self.verifying else _sampled_context(shape)
+            t += (self.k - 1) * d.step_time_with_decodes(n, context, EMPTY, device_only=True)
         return t
+
+    def max_total_num_tokens(self, mem_fraction_static: float) -> int:
+        """SGLang's token pool with the drafter loaded: (GPU memory x mem_fraction_static - the target's and the
+        drafter's weights) / (the target's and the drafter's KV bytes per token)."""
+        t, d = self.target, self.drafter
+        if d is None:
+            return t.max_total_num_tokens(mem_fraction_static)
+        if not 0 < mem_fraction_static <= 1:
+            raise ConfigError(f"sglang.mem_fraction_static must be in (0, 1], got {mem_fraction_static}")
+        tokens = int((t.gpu.memory_bytes * mem_fraction_static - self.weight_bytes) // self.kv_bytes_per_token)
+        if tokens < 2:
+            raise ConfigError(f"{t.model.name} with its {self.method} drafter does not fit on {t.gpu.name} at "
+                              f"tp={t.tp}: weights {self.weight_bytes / 2**30:.1f} GiB per GPU; raise tp or "
+                              "sglang.mem_fraction_static")
+        return tokens
 
     def num_gpu_blocks(self, block_size: int, gpu_memory_utilization: float = 0.9,
                        max_num_batched_tokens: int = 2048, max_num_seqs: int = 256) -> int:
@@ -129,6 +173,12 @@ def _sampled_context(shape: StepShape) -> int:
     rest = [q + c for q, c, d in rows if not d]
     missing = shape.num_sampled - len(dec)
     return sum(dec) + (missing * sum(rest) // len(rest) if missing > 0 and rest else 0)
+
+
+def _verifying_context(shape: StepShape) -> int:
+    """The summed contexts, after this step, of the decodes that verify drafts."""
+    return sum(q + c for q, c, d in zip(shape.num_new_tokens, shape.num_context_tokens, shape.is_decode)
+               if d and q > 1)
 
 
 def draft_model_spec(target: ModelSpec, method: str) -> ModelSpec:
@@ -163,6 +213,23 @@ def with_drafter(cost: CostModel, config: Any) -> CostModel:
     """`cost` with the drafter of `config.speculative_config` priced in, where `cost` is a roofline; other cost
     models (the lesson's toy cost, the unit cost, a calibrated profile) are returned as they are."""
     spec = getattr(config, "speculative_config", None) if config is not None else None
+    if spec is None:
+        spec = sglang_drafter(getattr(config, "sglang", None))
     if spec is None or not isinstance(cost, Roofline):
         return cost
     return SpeculativeCost(cost, spec)
+
+
+SGLANG_METHODS = {"EAGLE": "eagle", "EAGLE3": "eagle3", "NEXTN": "mtp", "STANDALONE": "draft_model"}
+
+
+def sglang_drafter(sg: Any) -> Drafter | None:
+    """SGLang's `--speculative-algorithm` as the cost reads it (None: not speculating). STANDALONE without
+    num_steps takes SGLang's (3, 1, 4); an unchecked config is refused later by the engine's resolution."""
+    algo = getattr(sg, "speculative_algorithm", None)
+    method = SGLANG_METHODS.get(algo.upper()) if isinstance(algo, str) else None
+    if method is None:
+        return None
+    k = sg.speculative_num_steps or 3
+    path = sg.speculative_draft_model_path if method == "draft_model" else None
+    return Drafter(method, k, model=path, one_token_rows="verifying")

@@ -27,7 +27,7 @@ from servesim.engine.speculation import verified
 from servesim.engine.steplog import StepLog
 from servesim.engine.timelines import timelines_from_states
 from servesim.engine.token_runs import LiveSteps
-from servesim.engines.config import EngineConfig
+from servesim.engines.config import EngineConfig, speculating
 from servesim.engines.registry import DEFAULT_POLICY, make_scheduler, policy_class
 from servesim.errors import ConfigError
 
@@ -477,7 +477,7 @@ class Engine:
         step_log = self.log.freeze(self.kv.usable_blocks)
         clock = TokenClock(step_log.end_time, self.live.skip())  # the same floats as each step's `end`
         self.fast.close()
-        timelines = timelines_from_states(self.states, clock, cfg.speculative_config is not None)
+        timelines = timelines_from_states(self.states, clock, speculating(cfg))
         kv = self.kv
         prefix = None
         if self.sched.prefix:

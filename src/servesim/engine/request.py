@@ -191,9 +191,10 @@ class RequestState:
         else:
             runs += (step, count)
 
-    def unsample(self) -> None:
-        """Take back its last sampled token (SGLang's overlap loop drops a retracted request's in-flight token)."""
-        self.num_output_tokens -= 1
+    def unsample(self, tokens: int = 1) -> None:
+        """Take back its last sampling step, which brought it `tokens` (SGLang's overlap loop drops a retracted
+        request's in-flight tokens: one, or a verification's under speculative decoding)."""
+        self.num_output_tokens -= tokens
         runs = self.token_runs
         runs[-1] -= 1
         if not runs[-1]:

@@ -227,11 +227,18 @@ def _speculation(cfg: EngineConfig) -> None:
         Acceptance(cfg.acceptance_rate, cfg.acceptance_seed)  # (checks both)
     if not isinstance(cfg.use_v2_model_runner, bool):
         raise ConfigError(f"use_v2_model_runner must be true or false, got {cfg.use_v2_model_runner!r}")
+    sglang = getattr(cfg.sglang, "speculative_algorithm", None) is not None  # (SGLang's own flags)
     if cfg.speculative_config is None:
         for name in ("acceptance_rate", "use_v2_model_runner", "acceptance_seed"):
-            if getattr(cfg, name) != _SPEC_DEFAULTS[name]:
+            if getattr(cfg, name) != _SPEC_DEFAULTS[name] and not (sglang and name != "use_v2_model_runner"):
                 raise ConfigError(f"{name} {getattr(cfg, name)!r} has no effect without speculative_config "
-                                  "(--speculative-config); drop it")
+                                  "(--speculative-config) or sglang.speculative_algorithm "
+                                  "(--speculative-algorithm); drop it")
+
+
+def speculating(cfg: EngineConfig) -> bool:
+    """Speculative decoding is on: vLLM's --speculative-config or SGLang's --speculative-algorithm."""
+    return cfg.speculative_config is not None or getattr(cfg.sglang, "speculative_algorithm", None) is not None
 
 
 _SPEC_DEFAULTS = {"acceptance_rate": None, "use_v2_model_runner": True, "acceptance_seed": 0}

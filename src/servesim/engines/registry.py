@@ -54,6 +54,8 @@ class EngineSpec:
     # a resolved run's config with chunked prefill off, to run again (explain's counterfactual); None: the shared
     # knob off and the budget back at its default
     unchunked: Callable[[EngineConfig], EngineConfig] | None = None
+    # a resolved run's config without its engine's own speculative decoding, the same pool (explain's comparison)
+    unspeculative: Callable[[EngineConfig], EngineConfig] | None = None
     # explain's "what bound each step" under the engine's own names, filled from a resolved config (None: vLLM's)
     bound_text: Callable[[EngineConfig], dict[str, str]] | None = None
 

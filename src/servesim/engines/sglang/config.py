@@ -10,6 +10,7 @@ from dataclasses import fields, replace
 from servesim.engine.request import Request
 from servesim.engine.scheduler import Scheduler
 from servesim.engines.config import EngineConfig, resolve_shared
+from servesim.engines.sglang import speculative
 from servesim.engines.sglang.server_args import SGLangConfig, default_mem_fraction_static
 from servesim.errors import ConfigError
 
@@ -25,7 +26,9 @@ def resolve(config: EngineConfig, scheduler: type[Scheduler], requests: Sequence
         # SGLang admits a request only if prompt + max_new + page_size < the whole pool: longer ones would wait
         # forever, so they fail on arrival (servesim's guard; SGLang rejects beyond max_req_len)
         fits = cfg.sglang.max_total_num_tokens - 1 - cfg.sglang.page_size
-        cfg = replace(cfg, max_model_len=min(cfg.max_model_len, fits))
+        cfg = replace(cfg, max_model_len=min(cfg.max_model_len, fits, speculative.longest(cfg.sglang)))
+    if cfg.sglang.speculative_algorithm is not None:
+        speculative.check_acceptance(cfg, requests)
     return cfg
 
 
@@ -40,8 +43,9 @@ VLLM_ONLY = {  # vLLM knobs with no meaning under SGLang's scheduler, and what t
     "gpu_memory_utilization": "sglang.mem_fraction_static (--mem-fraction-static: (weights + KV pool) / GPU memory)",
     "block_size": "sglang.page_size (--page-size)",
     "enable_prefix_caching": "sglang.disable_radix_cache (--disable-radix-cache)",
-    # (SGLang's own --speculative-algorithm and its flags are not modelled yet, issue 29)
-    "speculative_config": None, "use_v2_model_runner": None, "acceptance_rate": None, "acceptance_seed": None,
+    "speculative_config": "sglang.speculative_algorithm (--speculative-algorithm EAGLE --speculative-num-steps 3 "
+                          "--speculative-eagle-topk 1)",
+    "use_v2_model_runner": None,
 }
 
 
@@ -52,6 +56,19 @@ def unchunked_config(cfg: EngineConfig) -> EngineConfig:
     sg = replace(cfg.sglang or SGLangConfig(), chunked_prefill_size=None, enable_mixed_chunk=False)
     return replace(cfg, **{name: getattr(base, name) for name in VLLM_ONLY}, enable_chunked_prefill=True,
                    sglang=sg)
+
+
+def unspeculative_config(cfg: EngineConfig) -> EngineConfig | None:
+    """A resolved speculative `sglang` run's config without speculation, to run again on the same token pool (and
+    the same max_running_requests): the vLLM-named fields the resolution filled back at their defaults; None when
+    it did not speculate."""
+    sg = cfg.sglang
+    if sg is None or sg.speculative_algorithm is None:
+        return None
+    base = EngineConfig()
+    plain = replace(sg, mem_fraction_static=None, **{f: None for f in ("speculative_algorithm", *speculative.FIELDS)})
+    return replace(cfg, **{name: getattr(base, name) for name in VLLM_ONLY}, acceptance_rate=None,
+                   acceptance_seed=0, sglang=plain)
 
 
 def resolve_sglang(cfg: EngineConfig) -> EngineConfig:
@@ -69,13 +86,18 @@ def resolve_sglang(cfg: EngineConfig) -> EngineConfig:
         raise ConfigError("preemption_mode, policy and enable_chunked_prefill are vLLM knobs: under policy sglang "
                           "use sglang.schedule_policy and sglang.chunked_prefill_size (None = chunking off)")
     sg = cfg.sglang or SGLangConfig()
+    if sg.speculative_algorithm is not None:
+        sg = replace(sg, **speculative.resolved(sg))
+    if sg.max_running_requests is None:
+        sg = replace(sg, max_running_requests=speculative.DEFAULT_MAX_RUNNING_REQUESTS)
     if sg.chunked_prefill_size is None:
         # chunking off: the first prompt may exceed max_prefill_tokens, so the budget readers see is vLLM's
         # unchunked one (max_model_len)
         if sg.enable_mixed_chunk:
             raise ConfigError("sglang.enable_mixed_chunk needs sglang.chunked_prefill_size (chunking is off)")
         return replace(cfg, sglang=sg, max_num_seqs=sg.max_running_requests, enable_chunked_prefill=False)
-    budget = max(sg.chunked_prefill_size, sg.max_running_requests)
+    # (a decode batch verifies num_draft_tokens per request under speculation)
+    budget = max(sg.chunked_prefill_size, sg.max_running_requests * (sg.speculative_num_draft_tokens or 1))
     return replace(cfg, sglang=sg, max_num_seqs=sg.max_running_requests, max_num_batched_tokens=budget)
 
 

@@ -1,7 +1,7 @@
 """The sglang package's declaration in the registry (`servesim.engines.registry`)."""
 
 from servesim.engines.registry import EngineSpec
-from servesim.engines.sglang.config import bound_text, from_vllm_sizes, resolve, unchunked_config
+from servesim.engines.sglang.config import bound_text, from_vllm_sizes, resolve, unchunked_config, unspeculative_config
 from servesim.engines.sglang.scheduler import SGLangScheduler
 
 ENGINE = EngineSpec(name="sglang", display="SGLang", version="0.5.23", policies={"sglang": SGLangScheduler},
@@ -11,4 +11,5 @@ ENGINE = EngineSpec(name="sglang", display="SGLang", version="0.5.23", policies=
                                "max_num_batched_tokens": "chunked_prefill_size"},
                     from_shared_sizes=from_vllm_sizes, preemption_word="retractions",
                     sizes_caveat=" (SGLang's chunk counts prompt tokens only; vLLM's budget counts decodes too)",
-                    unchunked=unchunked_config, bound_text=bound_text)
+                    unchunked=unchunked_config, unspeculative=unspeculative_config,
+                    bound_text=bound_text)

@@ -50,6 +50,19 @@ class SGLangFlags:
     disable_overlap_schedule: Annotated[bool, _opt("--disable-overlap-schedule", help="SGLang: the normal event "
                                                    "loop (each result processed before the next batch is "
                                                    "scheduled; host work in series with the GPU's).")] = False
+    speculative_algorithm: Annotated[str | None, _opt("--speculative-algorithm", help="SGLang: speculative "
+                                                      "decoding: EAGLE | EAGLE3 | NEXTN | STANDALONE (chains; "
+                                                      "docs/speculative.md). Needs --acceptance-rate.")] = None
+    speculative_num_steps: Annotated[int | None, _opt("--speculative-num-steps", help="SGLang: drafts per "
+                                                      "verify step (the chain's length).")] = None
+    speculative_eagle_topk: Annotated[int | None, _opt("--speculative-eagle-topk", help="SGLang: 1 (a chain; "
+                                                       "trees are not modelled).")] = None
+    speculative_num_draft_tokens: Annotated[int | None, _opt("--speculative-num-draft-tokens", help="SGLang: the "
+                                                             "verify width (topk 1: num_steps + 1, as SGLang sets "
+                                                             "it).")] = None
+    speculative_draft_model_path: Annotated[str | None, _opt("--speculative-draft-model-path", help="SGLang: the "
+                                                             "draft model (STANDALONE: a servesim model the "
+                                                             "roofline prices).")] = None
 
 
 FLAGS = SGLangFlags
@@ -68,7 +81,12 @@ def given(opts: SGLangFlags) -> dict[str, object]:
              "priority_scheduling_preemption_threshold": opts.priority_scheduling_preemption_threshold,
              "schedule_low_priority_values_first": opts.schedule_low_priority_values_first or None,
              "retraction_policy": opts.retraction_policy,
-             "disable_overlap_schedule": opts.disable_overlap_schedule or None}
+             "disable_overlap_schedule": opts.disable_overlap_schedule or None,
+             "speculative_algorithm": opts.speculative_algorithm,
+             "speculative_num_steps": opts.speculative_num_steps,
+             "speculative_eagle_topk": opts.speculative_eagle_topk,
+             "speculative_num_draft_tokens": opts.speculative_num_draft_tokens,
+             "speculative_draft_model_path": opts.speculative_draft_model_path}
     out = {k: v for k, v in flags.items() if v is not None}
     if out.get("chunked_prefill_size") == -1:  # SGLang's -1: chunking off
         out["chunked_prefill_size"] = None

@@ -125,7 +125,8 @@ class Adder:
         sched = self.sched
         sg = sched.sg
         sign = sg.priority_sign
-        order = sorted((r for r in sched.running if r not in self.preempted),
+        # (NOTE: not a request finished with its result in flight, as in a retraction: `SGLangScheduler._victim`)
+        order = sorted((r for r in sched.running if r not in self.preempted and r not in sched.zombies),
                        key=lambda r: (r.request.priority * -sign, -sched.entry.get(r, 0)))
         need = (sched.extend_input_len.get(s, 0) + min(s.request.output_len, CLIP_MAX_NEW_TOKENS)
                 - self.rem_total)

@@ -25,6 +25,7 @@ from servesim.engines.sglang.radix_cache import RadixCache, TokenRun
 from servesim.engines.sglang.ratio import decay_path, decayed
 from servesim.engines.sglang.schedule_policy import order_waiting
 from servesim.engines.sglang.server_args import CLIP_MAX_NEW_TOKENS, SGLangConfig
+from servesim.engines.sglang.speculative import SGLangSpec
 
 OUTPUT_TOKEN = 7  # the token every output is taken to be (the recorded fixtures' `sampled_token_id`)
 RETRACT = "retract (decode memory)"  # the preemption ledger's mode for a decode retraction
@@ -78,6 +79,21 @@ class SGLangScheduler(Scheduler):
         self.finishing: list[RequestState] = []
         self.landed: list[RequestState] = []
         self.deferred: list[tuple[RequestState, int]] = []  # (each with the tokens its prefill computed)
+        # speculative decoding (`servesim.engines.sglang.speculative`): every step through schedule(); under the
+        # overlap loop `zombies` finished with several tokens in flight, still in the running batch until their
+        # result is processed (G6), `landed_zombies` this step's; `released`: the last step's finishes (the
+        # finishing ones and the zombies), in the order they finished, as its result's processing releases them
+        self.spec = None
+        if sg.speculative_algorithm is not None:
+            self.spec = SGLangSpec(sg, config.acceptance_rate, config.acceptance_seed)
+            self.stretches = False
+        self.zombies: list[RequestState] = []
+        self.landed_zombies: list[RequestState] = []
+        self.released: list[RequestState] = []
+
+    @property
+    def spec_decoding(self):
+        return self.spec.stats if self.spec is not None else None
 
     def add_request(self, s: RequestState) -> None:
         self.enqueue(s)
@@ -95,6 +111,8 @@ class SGLangScheduler(Scheduler):
         if num_decoding_ahead:
             raise RuntimeError("the sglang policy takes no decodes ahead (a servesim bug)")
         self.out = out = SchedulerOutput()
+        if self.spec is not None:
+            out.spec = self.spec.begin()
         if self.stash:
             self._insert(self.stash)
             self.stash = []
@@ -115,6 +133,8 @@ class SGLangScheduler(Scheduler):
             self._process()
             self.idle_iterations += 1
             out.processed_only = True
+        if self.spec is not None and out.forward_mode is not None:
+            self.spec.finish_schedule(out)
         out.new_token_ratio = self.ratio  # after this step's decay (or retraction)
         out.chunked_request = self.chunked_req.request_id if self.chunked_req is not None else None
         self.pending_reserve = None
@@ -184,6 +204,9 @@ class SGLangScheduler(Scheduler):
         if not batch:
             return False
         adder.allocate()
+        if self.spec is not None:  # (G3: prepare_for_extend sets each row's committed and allocated lengths)
+            for s in batch:
+                self.spec.extended(s, s.num_computed_tokens + self.out.scheduled[s])
         complete = [s for s in batch if s is not self.chunked_req]
         self.extended = batch
         decodes = self._mix() if sg.enable_mixed_chunk and running else []
@@ -246,8 +269,16 @@ class SGLangScheduler(Scheduler):
     def outputs(self, s: RequestState) -> int:
         """`s`'s outputs so far (a decode cohort member's read at the cohort's clock in a step it sits out)."""
         c = self.member_clock
-        lag = 1 if s in self.inflight else 0  # the overlap loop: its last token is still in flight (O1)
-        return s.num_output_tokens - lag + (c - s.decoding_since if c is not None and s.decoding_since >= 0 else 0)
+        # the overlap loop: its last tokens are still in flight (O1)
+        return s.num_output_tokens - self.lag(s) + (c - s.decoding_since if c is not None and s.decoding_since >= 0
+                                                     else 0)
+
+    def lag(self, s: RequestState) -> int:
+        """The tokens `s` gained in the last step whose result is not processed yet (the overlap loop): one, or
+        under speculation what its verification gained (G6)."""
+        if s not in self.inflight:
+            return 0
+        return 1 if self.spec is None else self.spec.gained(s)
 
     def ignore_eos_state(self, s: RequestState) -> tuple[float, int]:
         """add_one_req_ignore_eos's (tokens left, tokens held) of a request."""
@@ -262,11 +293,14 @@ class SGLangScheduler(Scheduler):
         # (a request finishing in flight: its last token, one)
         finishing = sum(1.0 if s.request.ignore_eos else ratio for s in self.finishing) if self.finishing else 0
         # the overlap loop: an in-flight token is not in output_ids yet (after the fast path's stretch everyone's is)
-        every, inflight = self._inflight_all, self._inflight
+        every, inflight, spec = self._inflight_all, self._inflight, self.spec
         total = 0  # (summed in running order, then the finishing ones: as SGLang adds them)
         for s in self.running:
             r = s.request
-            left = r.output_len - s.num_output_tokens + (every or s in inflight)
+            lag = every or s in inflight
+            if lag and spec is not None:
+                lag = spec.gained(s)
+            left = r.output_len - s.num_output_tokens + lag
             if clock is not None and s.decoding_since >= 0:
                 left -= clock - s.decoding_since
             total += min(left, CLIP_MAX_NEW_TOKENS) * (1.0 if r.ignore_eos else ratio)
@@ -292,6 +326,11 @@ class SGLangScheduler(Scheduler):
         need = self._decode_pages(running)
         if not kv.make_room(need):
             return []
+        if self.spec is not None:  # (G3: its slots as a decode's; its decodes one token each, no drafts)
+            self.spec.allocate(running, kv)
+            for s in running:
+                self.out.scheduled[s] = 1
+            return list(running)
         kv.evict_for(len(running) * self.sg.page_size)  # rule C, as in a decode step
         for s in running:
             self._take_decode(s)
@@ -307,8 +346,15 @@ class SGLangScheduler(Scheduler):
             if self.finishing:
                 return False
             self._retract()
+            if self.spec is not None and not kv.make_room(self._decode_pages(running)):
+                return False  # (only requests finished in flight left to retract: their KV comes back first)
         else:
             self._decay()
+        if self.spec is not None:  # G2, G3: each verifies its drafts in slots allocated ahead
+            self.spec.allocate(running, kv)
+            for s in running:
+                self.spec.verify(s, self.out, s in self.zombies)
+            return True
         # rule C: alloc_paged_token_slots_decode evicts for a new page per request, needed or not
         # (mem_cache/allocation.py 583-585)
         kv.evict_for(len(running) * self.sg.page_size)
@@ -320,6 +366,8 @@ class SGLangScheduler(Scheduler):
         self.ratio = decayed(self.ratio, times, self.decay_path)
 
     def _decode_pages(self, reqs) -> int:
+        if self.spec is not None:
+            return self.spec.decode_pages(reqs)  # G4
         ps = self.sg.page_size
         return len(reqs) if ps == 1 else sum(1 for s in reqs if s.num_computed_tokens % ps == 0)
 
@@ -335,10 +383,12 @@ class SGLangScheduler(Scheduler):
         order = sorted(running, key=lambda s: (self.outputs(s), -s.request.prompt_len), reverse=True)
         first = True
         while first or not kv.make_room(self._decode_pages(order)):
-            if len(order) == 1:
+            victim = self._victim(order)
+            if victim is None:
                 break
             first = False
-            self._retract_one(order.pop())
+            order.remove(victim)
+            self._retract_one(victim)
             # rule B: release_req then evicts the tree until retract_decode_steps tokens per request left are
             # free (schedule_batch.py 2389-2392)
             kv.evict_for(sg.retract_decode_steps * len(order))
@@ -347,6 +397,14 @@ class SGLangScheduler(Scheduler):
         max_new = sum(s.request.output_len for s in running)
         self.ratio = min(1.0, (decoded + sg.retract_decode_steps * len(running)) / (max_new + 1))
         self.batch_is_full = False
+
+    def _victim(self, order: list[RequestState]) -> RequestState | None:
+        """The last in retraction order, never the last one left. NOTE: a request finished with its result in flight
+        (G6) is passed over: SGLang would retract it too and skip its result, re-running it, which servesim does
+        not model (it can happen only when every other request is retracted first)."""
+        if len(order) == 1:
+            return None
+        return next((s for s in reversed(order) if s not in self.zombies), None)
 
     def preempt(self, victim: RequestState, remaining: int) -> None:
         """P3: a priority preemption releases `victim` as a retraction does (release_req, rule B's eviction for the
@@ -369,9 +427,11 @@ class SGLangScheduler(Scheduler):
         and outputs)."""
         blocks, discarded = victim.num_blocks, victim.num_computed_tokens
         repeat = victim.num_preemptions > 0
-        if victim in self.inflight:  # O4: its in-flight token is dropped (batch_result_processor.py 1022-1026)
+        if victim in self.inflight:  # O4: its in-flight tokens are dropped (batch_result_processor.py 1022-1026)
+            victim.unsample(self.lag(victim))
             self.inflight.discard(victim)
-            victim.unsample()
+        if self.spec is not None:
+            self.spec.forget(victim)
         victim.num_preemptions += 1
         self.kv.give_back(victim, victim.num_blocks - self.prefix_len(victim) // self.sg.page_size)
         victim.num_blocks = 0
@@ -446,8 +506,9 @@ class SGLangScheduler(Scheduler):
 
     def own_pages(self) -> int:
         """Pages requests hold outside the tree (the engine's KV invariant)."""
-        holders = [*self.running, *self.finishing, *self.landed,
-                   *([self.chunked_req] if self.chunked_req is not None else [])]
+        # (each once: a request finished with its result in flight is in the running batch too, G6)
+        holders = dict.fromkeys([*self.running, *self.finishing, *self.landed,
+                                 *([self.chunked_req] if self.chunked_req is not None else [])])
         ps = self.sg.page_size
         return sum(s.num_blocks - self.prefix_len(s) // ps for s in holders)
 
@@ -456,11 +517,13 @@ class SGLangScheduler(Scheduler):
         if held is not None:
             self.radix.unlock(held[0])
 
-    def _cache(self, s: RequestState, n: int | None = None) -> None:
+    def _cache(self, s: RequestState, n: int | None = None, finished: bool | None = None) -> None:
         """Insert `s`'s computed tokens (its first n: what its prefill computed, when inserted a step later, then
-        as unfinished: cache_unfinished_req) into the tree: its own copies of what was there already are freed,
-        the rest moves into the tree; it keeps the whole as its locked prefix unless it finished."""
-        finished = n is None and s.status is RequestStatus.FINISHED
+        as unfinished: cache_unfinished_req; under speculation a finished request's owned tokens) into the tree:
+        its own copies of what was there already are freed, the rest moves into the tree; it keeps the whole as
+        its locked prefix unless it finished."""
+        if finished is None:
+            finished = n is None and s.status is RequestStatus.FINISHED
         n = s.num_computed_tokens if n is None else n
         ps = self.sg.page_size
         pages = -(-n // ps)  # what it holds: its locked prefix's pages, then its own
@@ -500,15 +563,19 @@ class SGLangScheduler(Scheduler):
         # rule E: a chunk's tokens enter the tree at the next schedule (stash_chunked_request, scheduler.py
         # 3911-3919), after this step's free tokens are read
         self.stash = [s for s in self.extended if s is chunked] if self.radix is not None else []
+        if self.spec is not None:
+            self.spec.ran(self.out.spec)
         if not self.overlap:
             self._insert([s for s in self.extended if s is not chunked])
+            if self.spec is not None:
+                self.spec.process()
         else:
-            self._process()
+            self._process(keep=1)
             self.deferred = [(s, s.num_computed_tokens) for s in self.extended if s is not chunked] \
                 if self.radix is not None else []
             self.inflight = {s for s in self.out.scheduled
                              if s.sampled_since_admission and s.num_computed_tokens == s.num_tokens - 1}
-            self.finishing, self.landed = self.landed, []
+            self._land()
         self.extended = []
 
     def _insert(self, rows: list[RequestState]) -> None:
@@ -519,12 +586,12 @@ class SGLangScheduler(Scheduler):
 
     @property
     def unprocessed(self) -> bool:
-        return bool(self._inflight_all or self._inflight or self.finishing or self.deferred)
+        return bool(self._inflight_all or self._inflight or self.released or self.deferred)
 
     @property
     def holds_finished(self) -> bool:
         """The last step's finishes (or prefill rows) are still to process, at the next step's end."""
-        return bool(self.finishing or self.deferred)
+        return bool(self.released or self.deferred)
 
     def release_held(self) -> int:
         """The fast path's stretch of decodes begins with the last result unprocessed: process it now (in its
@@ -537,7 +604,7 @@ class SGLangScheduler(Scheduler):
         """The fast path's decode steps ran: under the overlap loop the last one's result is unprocessed: every
         member sampled in it, its finishers hold their KV."""
         if self.overlap:
-            self.finishing, self.landed = self.landed, []
+            self._land()
             self._inflight_all = True  # (the set is built if read: `inflight`)
 
     @property
@@ -550,14 +617,20 @@ class SGLangScheduler(Scheduler):
     def inflight(self, value: set[RequestState]) -> None:
         self._inflight, self._inflight_all = value, False
 
-    def _process(self) -> None:
-        """The overlap loop's process_batch_result of the last step: its finishes and its prefill rows."""
+    def _process(self, keep: int = 0) -> None:
+        """The overlap loop's process_batch_result of the last step: its finishes and its prefill rows (and under
+        speculation its commits, `keep` the results still in flight after it)."""
         if self._inflight or self._inflight_all:
             self._inflight, self._inflight_all = set(), False
-        if not self.finishing and not self.deferred:
+        if self.spec is not None:
+            self.spec.process(keep)
+        if not self.released and not self.deferred:
             return
-        finishing, self.finishing = self.finishing, []
+        finishing, zombies = self.released, self.zombies
+        self.released, self.finishing, self.zombies = [], [], []
         for s in finishing:
+            if zombies and s in zombies:  # (G6: it left the running batch only now)
+                self.running.remove(s)
             self._finish_now(s)
         # (a request retracted since is skipped, as SGLang skips it, and one its prefill's token finished is
         # cached as finished)
@@ -568,15 +641,26 @@ class SGLangScheduler(Scheduler):
 
     def finish(self, s: RequestState) -> None:
         s.status = RequestStatus.FINISHED
-        self.running.remove(s)
+        if self.overlap and self.spec is not None and not self.spec.finishing_by_length(s):
+            self.landed_zombies.append(s)  # G6: SGLang cannot tell yet; it stays in the running batch
+        else:
+            self.running.remove(s)
         if self.overlap:  # (its token is in flight: the next iteration's processing frees its KV)
             self.landed.append(s)
         else:
             self._finish_now(s)
 
+    def _land(self) -> None:
+        """This step's finishes are the last step's now: out of the decode batch but holding their KV until its
+        result is processed (O2), or under speculation still in it (G6: the zombies)."""
+        self.released, self.landed = self.landed, []
+        self.zombies, self.landed_zombies = self.landed_zombies, []
+        self.finishing = [s for s in self.released if s not in self.zombies] if self.zombies else list(self.released)
+
     def _finish_now(self, s: RequestState) -> None:
+        owned = self.spec.release(s, self.kv) if self.spec is not None else None  # G5
         if self.radix is not None:
-            self._cache(s)
+            self._cache(s, owned, finished=True)
             self.keys.pop(s, None)  # its prompt's key lives on in the tree only
         else:
             self.kv.give_back(s, s.num_blocks)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from servesim.engines.sglang.speculative import check_speculative
 from servesim.errors import ConfigError
 
 SCHEDULE_POLICIES = ("fcfs", "lpm", "lof", "random", "dfs-weight")
@@ -26,7 +27,9 @@ class SGLangConfig:
     page_size: int = 1
     chunked_prefill_size: int | None = 8192  # None (SGLang: -1) = chunking off
     max_prefill_tokens: int = 16384
-    max_running_requests: int = 1024  # servesim's default (SGLang derives it from the pool at start-up)
+    # None = servesim's default, 1024 (SGLang derives it from the pool at start-up), or SGLang's 48 when speculating
+    # (`_handle_eagle_family`); `config.resolve` fills it
+    max_running_requests: int | None = None
     schedule_policy: str = "fcfs"  # fcfs | lpm | lof | random | dfs-weight
     random_seed: int = 0  # SGLang's --random-seed: the random policy's shuffles (SGLang: random when not given)
     schedule_conservativeness: float = 1.0
@@ -48,10 +51,20 @@ class SGLangConfig:
     # SGLang's --disable-overlap-schedule: True runs event_loop_normal; False event_loop_overlap (round 2's O1-O5:
     # the next batch is scheduled before the last one's result is processed)
     disable_overlap_schedule: bool = False
+    # speculative decoding under SGLang's names (`servesim.engines.sglang.speculative`): EAGLE, EAGLE3, NEXTN,
+    # STANDALONE (NGRAM is refused: its tree is not modelled); None = off
+    speculative_algorithm: str | None = None
+    speculative_num_steps: int | None = None  # the draft chain's length: the drafts each verify step checks
+    speculative_eagle_topk: int | None = None  # 1: a chain (the only shape modelled)
+    speculative_num_draft_tokens: int | None = None  # the verify width; with topk 1 SGLang sets it to num_steps + 1
+    speculative_draft_model_path: str | None = None  # the draft model (STANDALONE: a servesim model, priced)
 
     def __post_init__(self) -> None:
-        for name in ("page_size", "max_prefill_tokens", "max_running_requests", "retract_decode_steps"):
+        for name in ("page_size", "max_prefill_tokens", "retract_decode_steps"):
             _int(name, getattr(self, name), 1)
+        if self.max_running_requests is not None:
+            _int("max_running_requests", self.max_running_requests, 1)
+        check_speculative(self)
         _int("random_seed", self.random_seed, 0)
         for name in ("max_total_num_tokens", "chunked_prefill_size"):
             if getattr(self, name) is not None:
