@@ -34,21 +34,22 @@ def schedule_micro_batch(fitting: list[RequestState], max_batch_size: int, max_n
     num_chunked, all_fit = 0, True
     stop = None
     for i, s in enumerate(fitting):
-        remaining = s.num_tokens - s.num_computed_tokens
-        if is_generation(s) or chunking is None:
-            need = 1 if is_generation(s) else remaining
+        generation = is_generation(s)
+        if generation or chunking is None:
+            need = 1 if generation else s.num_tokens - s.num_computed_tokens
             if need > max_num_tokens:
                 _context_too_long(s, need, max_num_tokens)
             if tokens + need > max_num_tokens:
                 stop = (i, Reason.TOKEN_BUDGET, f"{need:,} tokens, {max_num_tokens - tokens:,} of max_num_tokens "
                         f"{max_num_tokens:,} left")
                 break
-            if is_generation(s):
+            if generation:
                 mb.generation.append(s)
             else:
-                mb.context[s] = remaining
+                mb.context[s] = need
             tokens += need
         else:
+            remaining = s.num_tokens - s.num_computed_tokens
             to_chunk.append(s)
             if remaining > max_num_tokens:  # (max_context_length: it must be chunked)
                 all_fit = False
