@@ -74,9 +74,7 @@ class Replica(Engine):
 
     @property
     def busy(self) -> bool:
-        """Requests to finish, or the last step's outputs still to process (async scheduling's releases, an engine
-        loop that processes them after the next step is scheduled: `Scheduler.unprocessed`)."""
-        return self.n_done < self.num_served or bool(self.release) or self.sched.unprocessed
+        return self.n_done < self.num_served or bool(self.release)
 
     @property
     def next_start(self) -> float:
