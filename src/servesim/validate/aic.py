@@ -14,9 +14,10 @@ rounds, every user starting together (`servesim.clients.aiperf`). Either way the
 GPU; NVFP4 (`--quantization modelopt_fp4`) where its GEMMs and experts are; FP8 weights where the row's GEMMs
 are FP8; the checkpoint's own quantization where it has one (block-wise FP8: MiniMax-M2.5, DeepSeek-V3/R1,
 Qwen3-235B-A22B-FP8; 4-bit experts: Kimi-K2.5; their quantization_config, which the engines read whatever
-the row's label says); whole experts per GPU where `moe_ep_size` = `tp_size`. A row servesim cannot express
-yet is out of reach, with the reason (a model or GPU it does not know, TensorRT-LLM, disaggregated serving,
-pipeline or attention-data parallelism, a MoE TP apart from the attention TP, MXFP4).
+the row's label says); whole experts per GPU where `moe_ep_size` = `tp_size`. A TensorRT-LLM row runs under
+`--policy trtllm` as AIConfigurator's generator launches an agg worker (`TRTLLM_LAUNCH`). A row servesim cannot
+express yet is out of reach, with the reason (a model or GPU it does not know, disaggregated serving, pipeline or
+attention-data parallelism, a MoE TP apart from the attention TP, MXFP4).
 """
 
 from __future__ import annotations
@@ -36,7 +37,16 @@ MODELS = {"meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b", "nvidia/Llama-3.1-
           "nvidia/Qwen3-32B-NVFP4": "qwen3-32b", "moonshotai/Kimi-K2.5": "kimi-k2.5"}
 GPUS = {"h100_sxm": "h100-80gb", "h200_sxm": "h200", "b200_sxm": "b200", "b300_sxm": "b300", "gb200": "gb200",
         "gb300": "gb300"}
-ENGINES = ("vllm", "sglang")
+ENGINES = ("vllm", "sglang", "trtllm")
+# TensorRT-LLM's agg worker as AIConfigurator's generator writes its LLM API options (aiconfigurator 0.12.0,
+# generator/rule_plugin/benchmark/trtllm.rule: `agg disable_overlap_scheduler = false`, tokens_per_block 32,
+# max_num_tokens = (max_batch_size + isl + 1500) rounded up to the block; backend_templates/trtllm/
+# extra_engine_args.*.yaml.j2's defaults: enable_chunked_prefill false, free_gpu_memory_fraction 0.80,
+# enable_block_reuse false, no max_seq_len; kv_cache_config.dtype the precision profile's KV, fp8 under nvfp4,
+# sdk/task_v1_compat.py), max_batch_size the row's batch_size (`module_bridge`: the sdk's bs)
+TRTLLM_LAUNCH = {"enable_chunked_prefill": False, "free_gpu_memory_fraction": 0.80, "enable_block_reuse": False,
+                 "tokens_per_block": 32, "disable_overlap_scheduler": False}
+TRTLLM_MAX_NUM_TOKENS_SLACK = 1500
 MEASURED_WAVES, MIN_MEASURED = 4, 8
 AIPERF_ROUNDS, AIPERF_WARMUP_ROUNDS = 20, 2  # bench_run.sh.j2: BENCH_MULTI_ROUND's default, the 2C warm-up
 CLIENTS = ("vllm-bench", "aiperf")
@@ -87,6 +97,10 @@ def read_silicon(path: Path | None = None, start: str = "staggered",
             fields["quantization"] = "fp8"  # (a block-wise FP8 checkpoint is served as one: its own config)
         if _set(row["moe_ep_size"]):  # whole experts over the TP ranks (`_out_of_reach`: ep = tp, MoE TP 1)
             fields["enable_expert_parallel"] = True
+        if row["backend"] == "trtllm":
+            fields["trtllm"] = trtllm_launch(c, fields["isl"])
+            if row["gemm_quant_mode"] == "nvfp4":  # the generator's kv_cache_config.dtype: the nvfp4 profile's fp8
+                fields["kv_cache_dtype"] = "fp8"
         if row["precision"] == "fp8":  # AIConfigurator's fp8 precision profile: FP8 GEMMs and an FP8 KV cache
             fields["kv_cache_dtype"] = "fp8"
         ttft, tpot = float(row["silicon_ttft_ms"]), float(row["silicon_tpot_ms"])
@@ -96,6 +110,13 @@ def read_silicon(path: Path | None = None, start: str = "staggered",
         measured = {"ttft_ms": ttft, "tpot_ms": tpot, "e2el_ms": ttft + (fields["osl"] - 1) * tpot}
         points.append(Point(line, fields, measured))
     return points, out
+
+
+def trtllm_launch(batch_size: int, isl: int) -> dict:
+    """The `EngineConfig.trtllm` fields of a TensorRT-LLM row (`TRTLLM_LAUNCH`)."""
+    tpb = TRTLLM_LAUNCH["tokens_per_block"]
+    tokens = -(-(batch_size + isl + TRTLLM_MAX_NUM_TOKENS_SLACK) // tpb) * tpb
+    return TRTLLM_LAUNCH | {"max_batch_size": batch_size, "max_num_tokens": tokens}
 
 
 def _out_of_reach(row: dict) -> str | None:
