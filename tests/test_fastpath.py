@@ -308,7 +308,7 @@ def test_speculative_decoding_fast_path_is_step_by_step(scenario):
 def trtllm_workloads(draw):
     """TensorRT-LLM scenarios: each capacity policy, chunked context under both chunking policies or off, block
     reuse on shared prefixes, a small pool (pauses under MAX_UTILIZATION, waits under GUARANTEED_NO_EVICT) or an
-    unlimited one, few seats and a small batch."""
+    unlimited one, few seats and a small batch, the overlap scheduler on or off."""
     from servesim.engines.trtllm.llm_args import TrtllmConfig
 
     n = draw(st.integers(1, 12))
@@ -326,9 +326,9 @@ def trtllm_workloads(draw):
                                                                        "STATIC_BATCH"])),
                        context_chunking_policy=draw(st.sampled_from([None, "EQUAL_PROGRESS"])),
                        max_tokens=draw(st.one_of(st.none(), st.integers(80, 300))), tokens_per_block=4,
-                       enable_block_reuse=draw(st.booleans()))
-    if not chunked:
-        trt = TrtllmConfig(**{**{f: getattr(trt, f) for f in trt.__slots__}, "max_num_tokens": 64})
+                       enable_block_reuse=draw(st.booleans()), disable_overlap_scheduler=draw(st.booleans()))
+    if not chunked:  # (80: a context paused under MAX_UTILIZATION, up to 48 + 29 tokens, still fits one batch)
+        trt = TrtllmConfig(**{**{f: getattr(trt, f) for f in trt.__slots__}, "max_num_tokens": 80})
     return reqs, EngineConfig(trtllm=trt)
 
 

@@ -124,7 +124,8 @@ def test_other_engines_flags_are_refused_under_trtllm(monkeypatch, capsys, flag)
 
 @pytest.mark.parametrize("policy", ["vllm", "sglang", "static"])
 @pytest.mark.parametrize("flag", [("--max_batch_size", "8"), ("--max_num_tokens", "256"),
-                                  ("--kv_cache_free_gpu_memory_fraction", "0.5"), ("--enable_chunked_prefill",)])
+                                  ("--kv_cache_free_gpu_memory_fraction", "0.5"), ("--enable_chunked_prefill",),
+                                  ("--disable_overlap_scheduler",)])
 def test_trtllm_flags_are_refused_under_the_other_engines(monkeypatch, capsys, policy, flag):
     code, _, err = cli(monkeypatch, capsys, "trace", "--policy", policy, "--workload", "seed", *flag)
     assert code == 2 and "is a TensorRT-LLM server option: add --policy trtllm" in err

@@ -1,6 +1,8 @@
 """TensorRT-LLM 1.2's scheduling rules (docs/trtllm.md), each on a tiny scenario named by the source function it
 follows, with its numbers derived by hand in the test, on the unit step clock (every step 1 s, so a request
-arriving at t = k joins before step k). Blocks of 4 tokens throughout (`tokens_per_block` 4)."""
+arriving at t = k joins before step k). Blocks of 4 tokens throughout (`tokens_per_block` 4). The executor's
+loop is `_executor_loop` here (`disable_overlap_scheduler`), each step's outputs processed before the next is
+scheduled, so that a rule's arithmetic is its own; the overlap scheduler's rules are tests/test_trtllm_overlap.py."""
 
 import pytest
 
@@ -12,7 +14,7 @@ from servesim.engines.trtllm.llm_args import TrtllmConfig
 
 
 def run(requests, **trt):
-    trt = {"tokens_per_block": 4} | trt
+    trt = {"tokens_per_block": 4, "disable_overlap_scheduler": True} | trt
     return simulate(requests, EngineConfig(trtllm=TrtllmConfig(**trt)), "trtllm", "unit", check_invariants=True)
 
 
@@ -67,6 +69,18 @@ def test_max_utilization_pauses_the_newest_started_request_which_recomputes():
     assert why(r, 6, "b")[0] is Reason.KV_BLOCKS
     assert [(s.step, s.finished) for s in r.steps if s.finished] == [(7, ("a",)), (10, ("b",))]
     assert rows(r, 8) == [("b", 9)] and r.steps[8].scheduled[0].resumed
+
+
+def test_a_paused_context_over_max_num_tokens_fails_unchunked():
+    # the scenario above with max_num_tokens 8 and chunking off: the contexts (4 + 4) fit step 0, but b, paused at
+    # step 5 with 5 outputs, comes back as a 9-token context, which no batch of 8 can hold: TensorRT-LLM's
+    # micro-batch scheduler fails it (TLLM_CHECK: context length > max context length), in one line
+    from servesim.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="request b: paused under MAX_UTILIZATION, it recomputes a 9-token "
+                       "context, over max_num_tokens 8 with enable_chunked_prefill off"):
+        run([Request("a", 0.0, 4, 8), Request("b", 0.0, 4, 8)], max_tokens=16, max_num_tokens=8,
+            capacity_scheduler_policy="MAX_UTILIZATION")
 
 
 def test_guaranteed_no_evict_never_pauses_where_max_utilization_does():
@@ -167,3 +181,7 @@ def test_the_demo_column():
     assert chunks == [224] * 8 + [208]
     assert worst_gap(r).seconds * 1e3 == pytest.approx(26.4)
     assert r.request("L").ttft * 1e3 == pytest.approx(236.8)
+    # the overlap scheduler (on by default): each of the 5 requests runs one step past its last token, a token
+    # computed and discarded (2128 + 160 + 5): L's rides in step 16 beside the decodes; d0-d3, finished at step 39,
+    # add a 41st step for theirs
+    assert r.tokens_processed == 2293 and len(r.steps) == 41

@@ -117,13 +117,14 @@ def test_aic_silicon_rows_as_deployments(tmp_path):
             "ep,src,vllm,0.18.0,MiniMaxAI/MiniMax-M2.5,h100_sxm,fp8,agg,1024,128,fp8,fp8,16,4,1,1,1,4,100,10",
             "mtp,src,vllm,0.12.0,Qwen/Qwen3-235B-A22B-FP8,h200_sxm,fp8,agg,1024,128,fp8,fp8,16,1,1,,2,1,100,10",
             "both,src,vllm,0.19.0,MiniMaxAI/MiniMax-M2.5,h200_sxm,fp8,agg,1024,128,fp8,fp8,16,4,1,1,2,2,100,10",
-            "sgl,src,sglang,0.5.9,deepseek-ai/DeepSeek-R1,h200_sxm,fp8,agg,1024,128,fp8,fp8_block,16,4,1,1,1,8,100,10"]
+            "sgl,src,sglang,0.5.9,deepseek-ai/DeepSeek-R1,h200_sxm,fp8,agg,1024,128,fp8,fp8_block,16,4,1,1,1,8,100,10",
+            "trt4,src,trtllm,1.2.0rc6.post2,Qwen/Qwen3-32B,b200_sxm,fp4,agg,1024,1024,nvfp4,,4,1,1,,,,100,10"]
     (tmp_path / "s.csv").write_text(SILICON_HEAD + "\n".join(rows) + "\n")
     from servesim.validate.aic import read_silicon
 
     points, out = read_silicon(tmp_path / "s.csv")
-    assert [p.fields["id"] for p in points] == ["ok", "dp", "ep", "mtp"]
-    ok, dp, ep, mtp = (p.fields for p in points)
+    assert [p.fields["id"] for p in points] == ["ok", "trt", "dp", "ep", "mtp", "trt4"]
+    ok, trt, dp, ep, mtp, trt4 = (p.fields for p in points)
     # MoE with moe_ep_size = tp_size and MoE TP 1: vLLM's --enable-expert-parallel (whole experts over the TP ranks)
     assert ep["model"] == "minimax-m2.5" and ep["enable_expert_parallel"] is True
     assert "enable_expert_parallel" not in ok
@@ -133,6 +134,15 @@ def test_aic_silicon_rows_as_deployments(tmp_path):
     # vLLM with the experts over 2 GPUs by width beside attention TP 1: two DP ranks (vLLM's MoE TP = TP x DP)
     assert (mtp["tp"], mtp["data_parallel_size"], "enable_expert_parallel" in mtp, mtp["concurrency"]) == (
         1, 2, False, 32)
+    # TensorRT-LLM's rows under --policy trtllm, launched as AIConfigurator's generator writes an agg worker:
+    # max_batch_size the batch size, max_num_tokens 16 + 1024 + 1500 = 2540 rounded up to the 32-token block, 2560
+    assert trt["engine"] == "trtllm" and trt["trtllm"] == {
+        "max_batch_size": 16, "max_num_tokens": 2560, "enable_chunked_prefill": False,
+        "free_gpu_memory_fraction": 0.80, "enable_block_reuse": False, "tokens_per_block": 32,
+        "disable_overlap_scheduler": False}
+    # under NVFP4 the generator's KV cache is the nvfp4 profile's FP8; 4 + 1024 + 1500 = 2528 = 79 x 32
+    assert (trt4["quantization"], trt4["kv_cache_dtype"], trt4["trtllm"]["max_num_tokens"]) == (
+        "modelopt_fp4", "fp8", 2528)
     f = points[0].fields
     # a closed loop of 16, one wave of warm-up, four measured; FP8 GEMMs as --quantization fp8 and, the row's
     # precision being AIConfigurator's fp8 profile (FP8 GEMMs and KV cache), --kv-cache-dtype fp8
@@ -144,7 +154,6 @@ def test_aic_silicon_rows_as_deployments(tmp_path):
         "pd: disagg serving with a closed-loop client is not modelled yet",
         "moe: model zhipuai/GLM-5 is not a servesim model yet",
         "bw: GPU b200 is not a servesim GPU yet",
-        "trt: engine trtllm has no servesim scheduler yet",
         "blk: fp8_block weights of Qwen/Qwen3-32B: servesim has its checkpoint in BF16 only",
         "both: moe_tp_size 2 beside moe_ep_size 2: vLLM's experts are whole (EP) or split (TP), not both",
         "sgl: moe_tp_size 1 x moe_ep_size 8 beside tp_size 4 x attention_dp_size 1: not an SGLang layout (its "
@@ -170,6 +179,27 @@ def test_a_staggered_closed_loop_by_hand():
                   "osl": 3, "num_requests": 2, "cost": "toy", "start": "staggered"}, {"ttft_ms": 1.0})
     assert predict(p) == pytest.approx({"ttft_ms": 12.5, "tpot_ms": 4.0, "itl_ms": 4.0, "e2el_ms": 20.5,
                                         "output_throughput": 250.0})  # 6 tokens over 24 ms
+
+
+def test_a_trtllm_row_runs_its_launch_options():
+    # toy cost, two users started together, 100-token prompts, 3 tokens, --policy trtllm (its overlap scheduler
+    # on). max_batch_size 2: both contexts in one 20 ms step, then two 2 ms steps of two decodes: TTFT 20, TPOT
+    # (24 - 20) / 2 = 2, E2EL 24. max_batch_size 1: r0 alone, [0, 10] then decodes to 12, and its discarded token
+    # [12, 13] holds the one slot (the overlap scheduler); r1 then [13, 23] and decodes to 25: TTFT (10 + 23) / 2,
+    # TPOT 1, E2EL (12 + 25) / 2, 6 tokens over 25 ms
+    from servesim.validate.rows import Point
+    from servesim.validate.score import predict
+
+    base = {"model": "m", "gpu": "g", "engine": "trtllm", "client": "vllm-bench", "concurrency": 2, "isl": 100,
+            "osl": 3, "num_requests": 2, "cost": "toy"}
+
+    def run(max_batch_size):
+        return predict(Point(2, base | {"trtllm": {"max_batch_size": max_batch_size}}, {"ttft_ms": 1.0}))
+
+    assert run(2) == pytest.approx({"ttft_ms": 20.0, "tpot_ms": 2.0, "itl_ms": 2.0, "e2el_ms": 24.0,
+                                    "output_throughput": 250.0})
+    assert run(1) == pytest.approx({"ttft_ms": 16.5, "tpot_ms": 1.0, "itl_ms": 1.0, "e2el_ms": 18.5,
+                                    "output_throughput": 240.0})
 
 
 def test_a_process_pool_scores_as_one_process(monkeypatch, capsys, tmp_path):

@@ -31,7 +31,22 @@ def run_policies(requests: Sequence[Request], policies: Sequence[str], config: E
     """Each policy on the same workload. A token budget applies to chunking policies only (static and continuous
     never chunk, so vLLM would reject a budget below max_model_len): the others get vLLM's default without
     chunking, max(max_model_len, 2048), and a note."""
-    results, notes, skipped = {}, [], []
+    configs, notes, skipped = policy_configs(policies, config)
+    results = {name: simulate(requests, cfg, name, cost) for name, cfg in configs.items()}
+    if skipped:
+        budget = results[skipped[0]].config.max_num_batched_tokens
+        notes.append(f"max_num_batched_tokens {config.max_num_batched_tokens} applies to the chunking policies only; "
+                     f"{', '.join(skipped)} never chunk, so their budget is vLLM's default without chunking, "
+                     f"max(max_model_len, 2048) = {budget}.")
+    return results, notes
+
+
+def policy_configs(policies: Sequence[str], config: EngineConfig
+                   ) -> tuple[dict[str, EngineConfig], list[str], list[str]]:
+    """Each policy's config for a side-by-side run of one config (`compare`, `report`): an engine's section for its
+    own runs only; an engine with its own knobs gets the shared sizes carried over (said); a policy that never
+    chunks runs without the budget (listed last: `skipped`); the knobs a policy never reads left out (said)."""
+    configs, notes, skipped = {}, [], []
     for name in policies:
         spec = engine_for(name)
         # an engine's section is for its own runs only
@@ -49,13 +64,8 @@ def run_policies(requests: Sequence[Request], policies: Sequence[str], config: E
             cfg = replace(cfg, **{k: getattr(base, k) for k in unread})
             notes.append(f"{name}: " + ", ".join(f"{k} {v!r}" for k, v in unread.items())
                          + f" left out ({policy_class(name).unread[next(iter(unread))]})")
-        results[name] = simulate(requests, cfg, name, cost)
-    if skipped:
-        budget = results[skipped[0]].config.max_num_batched_tokens
-        notes.append(f"max_num_batched_tokens {config.max_num_batched_tokens} applies to the chunking policies only; "
-                     f"{', '.join(skipped)} never chunk, so their budget is vLLM's default without chunking, "
-                     f"max(max_model_len, 2048) = {budget}.")
-    return results, notes
+        configs[name] = cfg
+    return configs, notes, skipped
 
 
 def parse_value(text: str) -> object:

@@ -319,7 +319,8 @@ def compare(
     if (policies is None) == (set_ is None):
         raise ConfigError("give exactly one of --policies A,B,... or --set KNOB=V1,V2,...")
     names = [p.strip() for p in policies.split(",") if p.strip()] if policies is not None else []
-    cfg, cm = opts.engine_config(policy, policies=tuple(names)), opts.cost_model()
+    # (--set runs one policy: its engine's host preset, as `run` does; --policies share the default preset)
+    cfg, cm = opts.engine_config(policy, policies=tuple(names)), opts.cost_model(None if names else policy)
     reqs = opts.requests()
     knob = set_.partition("=")[0].strip().replace("-", "_") if set_ is not None else None
     if opts.is_cluster() or knob in CLUSTER_KNOBS:

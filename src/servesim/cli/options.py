@@ -441,14 +441,18 @@ class SimOptions(*_client_flags(), *_engine_flags()):
 
     def cost_model(self, policy: str | None = None):
         """The cost model the options give; a roofline runs the host preset of `policy`'s engine (SGLang's under
-        --policy sglang) unless --engine says otherwise (one cost for several policies: the default preset)."""
+        --policy sglang) unless --engine says otherwise (one cost for several policies: the default preset), its
+        host work in series with the GPU's where the engine's flags turn its overlap off (`host_in_series`)."""
         from servesim.defaults import build_cost
         from servesim.engines.registry import engine_for
 
-        preset = None if policy is None else engine_for(policy).host_preset
+        spec = None if policy is None else engine_for(policy)
+        preset = None if spec is None else spec.host_preset
         async_scheduling = self.async_scheduling
-        if policy is not None and engine_for(policy).name == "sglang" and self.disable_overlap_schedule:
-            async_scheduling = False  # SGLang's normal event loop: the host's work in series with the GPU's
+        serial = getattr(spec.load("flags"), "host_in_series", None) if spec is not None and spec.flags else None
+        if serial is not None and serial(self):
+            async_scheduling = False  # an engine loop without overlap (SGLang's normal one, TensorRT-LLM's
+            #                           _executor_loop): the host's work in series with the GPU's
         return build_cost(self.cost, self.workload_name(), preset,
                           model=self.model, gpu=self.gpu, tp=self.tp,
                           dtype=self.dtype, quantization=self.quantization, kv_cache_dtype=self.kv_cache_dtype,

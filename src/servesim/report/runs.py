@@ -10,7 +10,7 @@ the timelines, aggregated, and says so.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from servesim.cost import CostModel
 from servesim.engine import simulate
@@ -37,8 +37,7 @@ def report_runs(requests: Sequence[Request], config: EngineConfig, cost: CostMod
                 policies: str | None = None, set_: str | None = None,
                 progress=None) -> tuple[list[LabelledRun], list[str]]:
     """The runs and the notes to print with them (a budget that applies to chunking policies only)."""
-    from servesim.analysis.compare import parse_set
-    from servesim.engines.registry import policy_class
+    from servesim.analysis.compare import parse_set, policy_configs
 
     if policies is not None and set_ is not None:
         raise ConfigError("give one of --policies A,B,... or --set KNOB=V1,V2,..., not both")
@@ -51,14 +50,10 @@ def report_runs(requests: Sequence[Request], config: EngineConfig, cost: CostMod
         raise ConfigError(f"--policies {policies!r}: name at least one policy")
     if len(set(names)) < len(names):
         raise ConfigError(f"--policies {policies!r}: a policy is named twice")
-    runs, skipped = [], []
-    for name in names:
-        cfg = config
-        if policies is not None and not policy_class(name).chunked and config.max_num_batched_tokens is not None:
-            cfg = replace(config, max_num_batched_tokens=None)
-            skipped.append(name)
-        runs.append(LabelledRun(name, _simulate(requests, cfg, name, cost, progress)))
-    notes = []
+    # several policies: each its own config, as `compare` gives it (an engine's section for its runs only, vLLM's
+    # sizes carried over to an engine with its own knobs, a budget for the chunking policies only)
+    configs, notes, skipped = policy_configs(names, config) if policies is not None else ({policy: config}, [], [])
+    runs = [LabelledRun(name, _simulate(requests, cfg, name, cost, progress)) for name, cfg in configs.items()]
     if skipped:
         budget = next(r.result.config.max_num_batched_tokens for r in runs if r.label == skipped[0])
         notes.append(f"max_num_batched_tokens {config.max_num_batched_tokens} applies to the chunking policies "

@@ -17,9 +17,11 @@ Qwen3-235B-A22B-FP8; 4-bit experts: Kimi-K2.5; their quantization_config, which 
 the row's label says); the row's parallel layout under its engine's flags (`_layout_reason`: vLLM's
 --data-parallel-size from attention_dp_size, or from a MoE that spans more GPUs than tp_size, and
 --enable-expert-parallel; SGLang's --ep-size beside a MoE TP, --enable-dp-attention --dp-size), its
-`batch_size` per attention-DP rank as AIConfigurator reads it (`global_bs = bs x attention_dp_size`). A row
-servesim cannot express yet is out of reach, with the reason (a model or GPU it does not know, TensorRT-LLM,
-disaggregated serving, pipeline parallelism, MXFP4).
+`batch_size` per attention-DP rank as AIConfigurator reads it (`global_bs = bs x attention_dp_size`). A TensorRT-LLM
+row runs under `--policy trtllm` as AIConfigurator's generator launches an agg worker (`TRTLLM_LAUNCH`), its
+layout TP with whole experts where `moe_ep_size` = `tp_size`. A row servesim cannot express yet is out of
+reach, with the reason (a model or GPU it does not know, disaggregated serving, pipeline parallelism, TensorRT-LLM's
+attention DP, MXFP4).
 """
 
 from __future__ import annotations
@@ -39,7 +41,16 @@ MODELS = {"meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b", "nvidia/Llama-3.1-
           "nvidia/Qwen3-32B-NVFP4": "qwen3-32b", "moonshotai/Kimi-K2.5": "kimi-k2.5"}
 GPUS = {"h100_sxm": "h100-80gb", "h200_sxm": "h200", "b200_sxm": "b200", "b300_sxm": "b300", "gb200": "gb200",
         "gb300": "gb300"}
-ENGINES = ("vllm", "sglang")
+ENGINES = ("vllm", "sglang", "trtllm")
+# TensorRT-LLM's agg worker as AIConfigurator's generator writes its LLM API options (aiconfigurator 0.12.0,
+# generator/rule_plugin/benchmark/trtllm.rule: `agg disable_overlap_scheduler = false`, tokens_per_block 32,
+# max_num_tokens = (max_batch_size + isl + 1500) rounded up to the block; backend_templates/trtllm/
+# extra_engine_args.*.yaml.j2's defaults: enable_chunked_prefill false, free_gpu_memory_fraction 0.80,
+# enable_block_reuse false, no max_seq_len; kv_cache_config.dtype the precision profile's KV, fp8 under nvfp4,
+# sdk/task_v1_compat.py), max_batch_size the row's batch_size (`module_bridge`: the sdk's bs)
+TRTLLM_LAUNCH = {"enable_chunked_prefill": False, "free_gpu_memory_fraction": 0.80, "enable_block_reuse": False,
+                 "tokens_per_block": 32, "disable_overlap_scheduler": False}
+TRTLLM_MAX_NUM_TOKENS_SLACK = 1500
 MEASURED_WAVES, MIN_MEASURED = 4, 8
 AIPERF_ROUNDS, AIPERF_WARMUP_ROUNDS = 20, 2  # bench_run.sh.j2: BENCH_MULTI_ROUND's default, the 2C warm-up
 CLIENTS = ("vllm-bench", "aiperf")
@@ -90,6 +101,10 @@ def read_silicon(path: Path | None = None, start: str = "staggered",
             fields["quantization"] = "modelopt_fp4"
         elif row["gemm_quant_mode"] == "fp8" or _block_checkpoint(fields["model"]):
             fields["quantization"] = "fp8"  # (a block-wise FP8 checkpoint is served as one: its own config)
+        if row["backend"] == "trtllm":
+            fields["trtllm"] = trtllm_launch(c, fields["isl"])
+            if row["gemm_quant_mode"] == "nvfp4":  # the generator's kv_cache_config.dtype: the nvfp4 profile's fp8
+                fields["kv_cache_dtype"] = "fp8"
         if row["precision"] == "fp8":  # AIConfigurator's fp8 precision profile: FP8 GEMMs and an FP8 KV cache
             fields["kv_cache_dtype"] = "fp8"
         ttft, tpot = float(row["silicon_ttft_ms"]), float(row["silicon_tpot_ms"])
@@ -99,6 +114,13 @@ def read_silicon(path: Path | None = None, start: str = "staggered",
         measured = {"ttft_ms": ttft, "tpot_ms": tpot, "e2el_ms": ttft + (fields["osl"] - 1) * tpot}
         points.append(Point(line, fields, measured))
     return points, out
+
+
+def trtllm_launch(batch_size: int, isl: int) -> dict:
+    """The `EngineConfig.trtllm` fields of a TensorRT-LLM row (`TRTLLM_LAUNCH`)."""
+    tpb = TRTLLM_LAUNCH["tokens_per_block"]
+    tokens = -(-(batch_size + isl + TRTLLM_MAX_NUM_TOKENS_SLACK) // tpb) * tpb
+    return TRTLLM_LAUNCH | {"max_batch_size": batch_size, "max_num_tokens": tokens}
 
 
 def _out_of_reach(row: dict) -> str | None:
@@ -148,6 +170,12 @@ def _layout_reason(row: dict) -> str | None:
     here, the file's tp_size being attention's per rank): EP --ep-size, MoE TP the rest; attention DP with
     --enable-dp-attention --dp-size."""
     tp, dp, mtp, ep = _sizes(row)
+    if row["backend"] == "trtllm":  # (TensorRT-LLM's own layouts: TP, whole experts over the TP GPUs)
+        if dp > 1:
+            return f"attention_dp_size {dp} under TensorRT-LLM is not modelled yet"
+        if (ep > 1 and (ep != tp or _set(row["moe_tp_size"]))) or (ep == 1 and mtp != tp):
+            return f"moe_tp_size {mtp} x moe_ep_size {ep} beside tp_size {tp} under TensorRT-LLM is not modelled yet"
+        return None
     if row["backend"] == "vllm":
         gpus = mtp * ep
         if gpus % tp or (dp > 1 and gpus != tp * dp):
@@ -165,6 +193,8 @@ def _layout_reason(row: dict) -> str | None:
 def _layout_fields(row: dict) -> dict:
     """The row's layout as its engine's flags, and its data-parallel ranks (`ranks`)."""
     tp, dp, mtp, ep = _sizes(row)
+    if row["backend"] == "trtllm":
+        return {"ranks": 1} | ({"enable_expert_parallel": True} if ep > 1 else {})
     if row["backend"] == "vllm":
         dp = mtp * ep // tp
         out = {"ranks": dp} | ({"data_parallel_size": dp} if dp > 1 else {})

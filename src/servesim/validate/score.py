@@ -135,6 +135,8 @@ def predict(p: Point) -> dict[str, float]:
         fe = frontend(f["frontend"])
         knobs |= {"frontend_latency": fe.latency, "frontend_latency_per_token": fe.latency_per_token}
     cfg = EngineConfig(**knobs)
+    if spec.section is not None and spec.section in f:  # the engine's own options, as the row's source launched it
+        cfg = replace(cfg, **{spec.section: EngineConfig.section_class(spec.section)(**f[spec.section])})
     if spec.from_shared_sizes is not None:
         cfg, _ = spec.from_shared_sizes(cfg)
     if p.run is not None:  # a measured run's own requests, sent as its client sends them

@@ -91,3 +91,8 @@ def given(opts: SGLangFlags) -> dict[str, object]:
     if out.get("chunked_prefill_size") == -1:  # SGLang's -1: chunking off
         out["chunked_prefill_size"] = None
     return out
+
+
+def host_in_series(opts: SGLangFlags) -> bool:
+    """Whether the roofline's host work runs in series with the GPU's: SGLang's normal event loop."""
+    return bool(opts.disable_overlap_schedule)

@@ -33,12 +33,14 @@ class Capacity:
 
 
 def is_generation(s: RequestState) -> bool:
-    return s.status is RequestStatus.RUNNING and s.sampled_since_admission
+    """isGenerationInProgressState: past its context (GENERATION_IN_PROGRESS), or, under the overlap scheduler,
+    finished by the step in flight and not yet processed (GENERATION_TO_COMPLETE: an active request FINISHED)."""
+    return s.status is not RequestStatus.WAITING and s.sampled_since_admission
 
 
 def is_started(s: RequestState) -> bool:
     """A generation request, or a context request past its first chunk: it holds KV blocks."""
-    return s.status is RequestStatus.RUNNING
+    return s.status is not RequestStatus.WAITING
 
 
 class ContributedBlocks:

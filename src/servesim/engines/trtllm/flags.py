@@ -31,17 +31,22 @@ class TrtllmFlags:
         "Default 0.9.")] = None
     enable_chunked_prefill: Annotated[bool, _opt("--enable_chunked_prefill", "--enable-chunked-prefill",
                                                  help="TensorRT-LLM: chunked context (off by default).")] = False
+    disable_overlap_scheduler: Annotated[bool, _opt(
+        "--disable_overlap_scheduler", "--disable-overlap-scheduler",
+        help="TensorRT-LLM: the PyTorch executor's loop without the overlap scheduler (the LLM API option; "
+        "trtllm-serve takes it in --extra_llm_api_options). Default: the overlap scheduler on.")] = False
     extra_llm_api_options: Annotated[str | None, _opt("--extra_llm_api_options", "--extra-llm-api-options",
                                                       help="TensorRT-LLM: a YAML file of LLM API options "
                                                       "(max_batch_size, max_num_tokens, scheduler_config.*, "
-                                                      "kv_cache_config.*, enable_chunked_prefill); overrides the "
-                                                      "flags.")] = None
+                                                      "kv_cache_config.*, enable_chunked_prefill, "
+                                                      "disable_overlap_scheduler); overrides the flags.")] = None
 
 
 FLAGS = TrtllmFlags
 FLAG_OF = {"free_gpu_memory_fraction": "--kv_cache_free_gpu_memory_fraction",
            "max_batch_size": "--max_batch_size", "max_num_tokens": "--max_num_tokens", "max_seq_len": "--max_seq_len",
-           "enable_chunked_prefill": "--enable_chunked_prefill"}
+           "enable_chunked_prefill": "--enable_chunked_prefill",
+           "disable_overlap_scheduler": "--disable_overlap_scheduler"}
 FILE_FLAG = "--extra_llm_api_options"
 
 
@@ -51,7 +56,8 @@ def given(opts: TrtllmFlags) -> dict[str, object]:
 
     flags = {"max_batch_size": opts.max_batch_size, "max_num_tokens": opts.max_num_tokens,
              "max_seq_len": opts.max_seq_len, "free_gpu_memory_fraction": opts.kv_cache_free_gpu_memory_fraction,
-             "enable_chunked_prefill": opts.enable_chunked_prefill or None}
+             "enable_chunked_prefill": opts.enable_chunked_prefill or None,
+             "disable_overlap_scheduler": opts.disable_overlap_scheduler or None}
     out = {k: v for k, v in flags.items() if v is not None}
     if opts.extra_llm_api_options is None:
         return out
@@ -62,6 +68,13 @@ def given(opts: TrtllmFlags) -> dict[str, object]:
             raise ConfigError(f"{path}: {field} {value!r} overrides {FLAG_OF.get(field, field)} {out[field]!r} "
                               "(trtllm-serve takes the file's); give one")
     return out | extra
+
+
+def host_in_series(opts: TrtllmFlags) -> bool:
+    """Whether the roofline's host work runs in series with the GPU's: the PyTorch executor's `_executor_loop`
+    (`disable_overlap_scheduler`, as a flag or in the YAML file), which schedules a step only after the last one's
+    outputs are processed."""
+    return bool(given(opts).get("disable_overlap_scheduler"))
 
 
 def named(opts: TrtllmFlags, field: str) -> str:

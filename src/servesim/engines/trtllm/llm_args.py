@@ -6,7 +6,8 @@ Pinned: TensorRT-LLM 1.2 (v1.2.1 is 376f7e1b; read in `tensorrt_llm/llmapi/llm_a
 8192 (`BuildConfig`'s), `--kv_cache_free_gpu_memory_fraction` 0.9, `--enable_chunked_prefill` off;
 `SchedulerConfig.capacity_scheduler_policy` GUARANTEED_NO_EVICT, `context_chunking_policy` None (the executor then
 uses FIRST_COME_FIRST_SERVED, `_torch/pyexecutor/_util.py`); `KvCacheConfig.enable_block_reuse` True,
-`tokens_per_block` 32, `max_tokens` None. The YAML's nested keys (`scheduler_config.capacity_scheduler_policy`)
+`tokens_per_block` 32, `max_tokens` None; `disable_overlap_scheduler` False (`TorchLlmArgs`: the overlap scheduler
+on). The YAML's nested keys (`scheduler_config.capacity_scheduler_policy`)
 are the section's flat fields here.
 """
 
@@ -36,6 +37,9 @@ class TrtllmConfig:
     max_tokens: int | None = None
     enable_block_reuse: bool = True
     tokens_per_block: int = 32
+    # the PyTorch executor's loop: False (the default) runs `_executor_loop_overlap`, which schedules step k + 1
+    # before step k's outputs are processed; True runs `_executor_loop` (`engines.trtllm.overlap`)
+    disable_overlap_scheduler: bool = False
 
     def __post_init__(self) -> None:
         for name in ("max_batch_size", "max_num_tokens", "tokens_per_block"):
@@ -43,7 +47,7 @@ class TrtllmConfig:
         for name in ("max_seq_len", "max_tokens"):
             if getattr(self, name) is not None:
                 _int(name, getattr(self, name))
-        for name in ("enable_chunked_prefill", "enable_block_reuse"):
+        for name in ("enable_chunked_prefill", "enable_block_reuse", "disable_overlap_scheduler"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"trtllm.{name} must be true or false, got {getattr(self, name)!r}")
         if self.capacity_scheduler_policy not in CAPACITY_SCHEDULER_POLICIES:
@@ -77,6 +81,7 @@ YAML_KEYS = {
     "kv_cache_config.enable_block_reuse": "enable_block_reuse",
     "kv_cache_config.max_tokens": "max_tokens",
     "kv_cache_config.tokens_per_block": "tokens_per_block",
+    "disable_overlap_scheduler": "disable_overlap_scheduler",
 }
 assert set(YAML_KEYS.values()) == {f.name for f in fields(TrtllmConfig)}
 

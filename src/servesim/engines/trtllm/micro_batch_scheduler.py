@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from servesim.engine.records import Reason
 from servesim.engine.request import RequestState
 from servesim.engines.trtllm.capacity_scheduler import is_generation
+from servesim.errors import ConfigError
 
 
 @dataclass(slots=True)
@@ -33,19 +34,22 @@ def schedule_micro_batch(fitting: list[RequestState], max_batch_size: int, max_n
     num_chunked, all_fit = 0, True
     stop = None
     for i, s in enumerate(fitting):
-        remaining = s.num_tokens - s.num_computed_tokens
-        if is_generation(s) or chunking is None:
-            need = 1 if is_generation(s) else remaining
+        generation = is_generation(s)
+        if generation or chunking is None:
+            need = 1 if generation else s.num_tokens - s.num_computed_tokens
+            if need > max_num_tokens:
+                _context_too_long(s, need, max_num_tokens)
             if tokens + need > max_num_tokens:
                 stop = (i, Reason.TOKEN_BUDGET, f"{need:,} tokens, {max_num_tokens - tokens:,} of max_num_tokens "
                         f"{max_num_tokens:,} left")
                 break
-            if is_generation(s):
+            if generation:
                 mb.generation.append(s)
             else:
-                mb.context[s] = remaining
+                mb.context[s] = need
             tokens += need
         else:
+            remaining = s.num_tokens - s.num_computed_tokens
             to_chunk.append(s)
             if remaining > max_num_tokens:  # (max_context_length: it must be chunked)
                 all_fit = False
@@ -108,3 +112,13 @@ def equal_progress(requests: list[RequestState], capacity: int, unit: int, max_c
 
 
 CHUNKING = {"FIRST_COME_FIRST_SERVED": first_come_first_served, "EQUAL_PROGRESS": equal_progress}
+
+
+def _context_too_long(s: RequestState, need: int, max_num_tokens: int) -> None:
+    """An unchunked context over max_context_length (max_num_tokens): TensorRT-LLM's check fails ("Context length
+    > max context length"). A prompt that long is refused at start-up; a request paused under MAX_UTILIZATION
+    comes back as a context of its prompt and outputs, which can grow past it."""
+    raise ConfigError(f"request {s.request_id}: paused under MAX_UTILIZATION, it recomputes a {need:,}-token "
+                      f"context, over max_num_tokens {max_num_tokens:,} with enable_chunked_prefill off "
+                      "(TensorRT-LLM's micro-batch scheduler fails it: context length > max context length); "
+                      "raise trtllm.max_num_tokens or set trtllm.enable_chunked_prefill")

@@ -10,8 +10,10 @@ and generation tokens; then KV is allocated (`prepare_resources`): a first conte
 context, reusing cached ones (`setPrepopulatedPromptLen` moves its chunk past them), a generation token a block when
 it starts one. Context and generation requests share one batch (in-flight batching).
 
-Not modelled: the overlap scheduler (the PyTorch executor's default, which schedules step n+1 before step n's
-outputs are processed), beam search, speculative decoding, LoRA pages, attention windows, partial block reuse.
+The overlap scheduler (`disable_overlap_scheduler` False, the default) schedules step k + 1 before step k's outputs
+are processed: a request its last token ends stays active one step more (`overlap`).
+
+Not modelled: beam search, speculative decoding, LoRA pages, attention windows, partial block reuse.
 """
 
 from __future__ import annotations
@@ -21,12 +23,13 @@ from collections import deque
 from servesim.engine.kv import KVCache
 from servesim.engine.records import Preemption, Reason, Waiting
 from servesim.engine.request import RequestState, RequestStatus
-from servesim.engine.scheduler import Scheduler, SchedulerOutput
+from servesim.engine.scheduler import FINISHED_IN_FLIGHT, Scheduler, SchedulerOutput
 from servesim.engines.config import EngineConfig
 from servesim.engines.trtllm.capacity_scheduler import CAPACITY_SCHEDULERS, Capacity
 from servesim.engines.trtllm.kv_cache_manager import ReuseKV
 from servesim.engines.trtllm.llm_args import TrtllmConfig
 from servesim.engines.trtllm.micro_batch_scheduler import MicroBatch, schedule_micro_batch
+from servesim.engines.trtllm.overlap import PreviousBatch
 
 PAUSE = "pause (recompute)"  # the preemption ledger's mode for a MAX_UTILIZATION pause
 
@@ -49,6 +52,9 @@ class TrtllmScheduler(Scheduler):
         self.kv = KVCache(trt.tokens_per_block, config.num_gpu_blocks)
         self.active: list[RequestState] = []  # the executor's active requests, in arrival order
         self.waiting = RequestQueue(self.active)  # arrived and holding no KV: queued, or active but not started
+        # the overlap scheduler (`_executor_loop_overlap`): the step in flight's outputs, processed after the next
+        # step is scheduled; None: `_executor_loop`, each step's outputs processed before the next is scheduled
+        self.previous_batch = None if trt.disable_overlap_scheduler else PreviousBatch()
 
     def use_prefix_cache(self) -> None:
         self.kv = ReuseKV(self.config.block_size, self.config.num_gpu_blocks, track_evictions=self.explain)
@@ -56,6 +62,11 @@ class TrtllmScheduler(Scheduler):
 
     def has_work(self) -> bool:
         return bool(self.active or self.waiting.new)
+
+    @property
+    def unprocessed(self) -> bool:
+        """The overlap scheduler: requests its last step finished are still to be processed (the loop runs on)."""
+        return self.previous_batch is not None and bool(self.previous_batch.finishing)
 
     def blocks_held(self, states: list[RequestState]) -> int:
         if not self.prefix:
@@ -78,6 +89,12 @@ class TrtllmScheduler(Scheduler):
         self._prepare_resources(mb)
         if self.explain:
             self._reasons(cap, mb)
+        if not out.scheduled and not out.preempted and self.previous_batch:
+            # an iteration with nothing to run still processes the batch in flight (should_process_previous_batch);
+            # no forward, no time: the next iteration schedules again
+            self.previous_batch.process(self)
+            self.idle_iterations += 1
+            out.processed_only = True
         return out
 
     def _fetch_new_requests(self) -> None:
@@ -90,6 +107,9 @@ class TrtllmScheduler(Scheduler):
         """LlmRequest::pause and _terminate_request: its KV freed, its outputs taken into its prompt, back to its
         first context chunk; it keeps its place among the active requests."""
         for v in paused:
+            if v.status is RequestStatus.FINISHED:  # (the overlap scheduler: its last token in flight)
+                self._pause_finishing(v)
+                continue
             blocks, discarded = v.num_blocks, v.num_computed_tokens
             if self.prefix:  # (removeSequence stores its full blocks for reuse)
                 self.kv.store_context_blocks(v)
@@ -102,6 +122,16 @@ class TrtllmScheduler(Scheduler):
             self.out.preempted.append(v)
             self.out.preemptions.append(Preemption(self.step_index, v.request_id, PAUSE, discarded, 0, blocks, 0.0,
                                                    v.num_preemptions > 1))
+
+    def _pause_finishing(self, v: RequestState) -> None:
+        """A request whose last token is in flight (GENERATION_TO_COMPLETE) paused: its KV is freed now
+        (`_terminate_request`); its outputs are complete, so nothing is recomputed and it leaves the active list."""
+        blocks = v.num_blocks
+        self.terminate(v)
+        v.num_preemptions += 1
+        self.out.preempted.append(v)
+        self.out.preemptions.append(Preemption(self.step_index, v.request_id, FINISHED_IN_FLIGHT, 0, 0, blocks, 0.0,
+                                               v.num_preemptions > 1))
 
     def _prepare_resources(self, mb: MicroBatch) -> None:
         """The batch's KV (KVCacheManager's addSequence for a first chunk, addToken for a generation token), then
@@ -144,17 +174,37 @@ class TrtllmScheduler(Scheduler):
         return self.kv.scheduling_remove_sequence(s) if self.prefix else s.num_blocks
 
     def end_step(self) -> None:
-        """After the step: the blocks it computed become reusable (storeContextBlocks)."""
-        if self.prefix:
+        """After the step: its outputs are processed, the blocks it computed become reusable (storeContextBlocks).
+        Under the overlap scheduler the previous step's are, and this step's wait for the next."""
+        if self.previous_batch is not None:
+            self.previous_batch.process(self)
+            self.previous_batch.launch(self)
+        elif self.prefix:
             for s in self.out.scheduled:
                 if s.status is RequestStatus.RUNNING:
                     self.kv.store_context_blocks(s)
 
     def finish(self, s: RequestState) -> None:
-        if self.prefix:  # (removeSequence stores its full blocks for reuse)
+        """`s`'s last token was sampled: it ends now, or under the overlap scheduler when its step's outputs are
+        processed, after the next step was scheduled."""
+        if self.previous_batch is None:
+            self.terminate(s)
+            return
+        self.running.remove(s)
+        self.previous_batch.land(s)
+
+    def terminate(self, s: RequestState) -> None:
+        """_handle_responses and _terminate_request: it leaves the active list, its KV is freed (removeSequence
+        stores its full blocks for reuse)."""
+        if self.prefix:
             self.kv.store_context_blocks(s)
-        super().finish(s)
+        if s in self.running:
+            self.running.remove(s)
+        s.status = RequestStatus.FINISHED
+        self.kv.free(s)
         self.active.remove(s)
+        if self.on_finish is not None:
+            self.on_finish(s)
 
     def add_request(self, s: RequestState) -> None:
         self.waiting.new.append(s)
