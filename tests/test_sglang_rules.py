@@ -736,3 +736,25 @@ def test_h_lpm_walks_the_whole_key_so_a_node_is_not_split_before_its_last_token(
     assert [rows(t[k]) for k in (1, 2, 3)] == [[("L", 8)]] * 3
     assert [t[k]["free_tokens_after_step"] for k in (0, 1, 2, 3)] == [23, 15, 7, 7]
     assert rows(t[4]) == [("R1", 8)] and result.request("R1").num_cached_tokens == 0
+
+
+def test_p3_no_preemption_for_a_candidate_the_input_budget_refuses():
+    # found by Hypothesis (a livelock): chunked prefill off, max_prefill_tokens 16, lpm. r3 (33 tokens, priority
+    # 20, a higher one with low values first) sits behind a request lpm puts first; it preempted a priority-40
+    # request for a row, was then refused for the input budget (the batch started), and the row went to the other
+    # priority-40 request, which r3 preempted at the next attempt: r2 and r9 took turns at a one-token prefill and
+    # nobody decoded. servesim does not preempt for a candidate add_one_req would refuse whatever the memory.
+    spec = [(6, 12, 11, 20, 12, False), (2, 8, 1, 0, 8, False), (3, 7, 16, 40, 0, False), (6, 33, 18, 20, 0, True),
+            (1, 12, 14, 40, 12, True), (0, 12, 11, 20, 12, True), (4, 8, 7, 20, 8, True), (4, 40, 24, 5, 0, False),
+            (0, 8, 29, 40, 8, True), (1, 8, 21, 40, 8, False), (5, 12, 28, 5, -12, False)]
+    reqs = []
+    for i, (t, p, o, prio, shared, eos) in enumerate(spec):
+        ids = ((3,) * 12 if shared < 0 else (1,) * min(shared, 8) + (2,) * max(shared - 8, 0)) if shared else None
+        reqs.append(Request(f"r{i}", float(t), p, o, priority=prio, hash_ids=ids, hash_block_size=1 if ids else None,
+                            ignore_eos=eos))
+    sg = SGLangConfig(max_total_num_tokens=299, chunked_prefill_size=None, max_prefill_tokens=16,
+                      max_running_requests=6, schedule_policy="lpm", random_seed=3, enable_priority_scheduling=True,
+                      schedule_low_priority_values_first=True)
+    result = simulate(reqs, EngineConfig(sglang=sg), "sglang", "unit", check_invariants=True)
+    assert all(r.finish_time is not None and r.num_tokens == r.output_len for r in result.requests)
+    assert len(result.steps) < 100  # (49: before, the two took turns for ever)

@@ -125,6 +125,12 @@ class Adder:
         sched = self.sched
         sg = sched.sg
         sign = sg.priority_sign
+        if self._over_input_budget(s):
+            # NOTE: SGLang 0.5.23 preempts first and then refuses a candidate its input budget cannot take (chunked
+            # prefill off, a batch already started): the freed row goes to the next, which the candidate preempts at
+            # the next attempt, and so on, no request ever decoding (a livelock Hypothesis found); servesim does not
+            # preempt for a candidate add_one_req would refuse whatever the memory
+            return False
         # (NOTE: not a request finished with its result in flight, as in a retraction: `SGLangScheduler._victim`)
         order = sorted((r for r in sched.running if r not in self.preempted and r not in sched.zombies),
                        key=lambda r: (r.request.priority * -sign, -sched.entry.get(r, 0)))
@@ -147,6 +153,17 @@ class Adder:
         # NOTE: SGLang extends preempt_list from a set (its order is the objects' hashes); in victim order here
         self.preempted += victims
         return True
+
+    def _over_input_budget(self, s: RequestState) -> bool:
+        """add_one_req would refuse `s` for max_prefill_tokens (chunked prefill off, the batch started): its extend,
+        past what the tree holds of it, in whole pages, at least what is left."""
+        sched, ps = self.sched, self.sched.sg.page_size
+        if self.rem_chunk is not None or not sched.out.scheduled:
+            return False
+        cached = 0
+        if sched.radix is not None and not sched.private(s):
+            cached = sched.radix.peek(sched.full_key(s), s.num_tokens - 1)[0]
+        return -(-(s.num_tokens - cached) // ps) * ps >= self.rem_input
 
     def _admit(self, s: RequestState, cached: int, n: int, reserve: int) -> Reason | None:
         """`s` goes in with its `cached` tokens (whole pages) and n to compute; then is there room for more?"""
