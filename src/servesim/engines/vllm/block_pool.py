@@ -5,9 +5,10 @@ The pool keeps block identities, the cache of full blocks by hash and the free q
 `kv_cache_manager.PrefixCachingKV` puts it behind the KV interface the policies use, and the `vllm` policy looks
 up hits at (re)admission (P4) with vLLM's admission gate (P9).
 
-- P1 A block's identity is a chain: `block_hash(parent, content)`. Prompts carry their content as one id per
-  block (`hash_ids`, Mooncake's convention; the last block may be partial); generated tokens are all one token id,
-  never a prompt token, so a block's content is its prompt id (if any) and how many generated tokens fill it.
+- P1 A block's identity is a chain: `block_hash(parent, content)` (`block_hash.block_hashes`). Prompts carry their
+  content as one id per block (`hash_ids`, Mooncake's convention; the last block may be partial); generated tokens
+  are all one token id, never a prompt token, so a block's content is its prompt id (if any) and how many
+  generated tokens fill it.
 - P2, P3 A hit is the longest run of cached blocks from block 0, of full blocks only, and never holds the last
   token: at most floor((num_tokens - 1) / block_size) blocks.
 - P6 No deduplication: a block whose content is already cached is registered again under the same hash; a lookup
@@ -23,53 +24,11 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Sequence
 
-BlockHash = int  # a 64-bit hash of (parent's hash, the block's content)
-GENERATED = "generated"  # the one token id every generated token has
+from servesim.engines.vllm.block_hash import block_hashes
 
+__all__ = ["BlockPool", "block_hashes"]
 
-def block_hashes(hash_ids: Sequence[object], prompt_len: int, num_tokens: int, block_size: int,
-                 known: list[BlockHash] | None = None) -> list[BlockHash]:
-    """The chained identities of a request's full blocks, over its first `num_tokens` tokens (prompt, then
-    generated tokens). `hash_ids`: one id per `block_size` prompt tokens, the last block possibly partial. (For
-    hash_ids that cover prompt and outputs, `Request.hash_scope` "sequence", `prompt_len` is their whole length:
-    every block is then known by its id.)
-    `known`: the chain so far, extended in place (a decode adds one block every `block_size` steps); once it
-    covers the prompt, `hash_ids` is not read (and may be empty).
-
-    Each node is a 64-bit hash of (parent, id, generated tokens in the block): O(1) to look up and to keep, where
-    a nested tuple would be as long as the chain. Like vLLM's hashes it could collide, with a chance of about
-    n^2 / 2^64 for n blocks. An id that is not a non-negative int (or a pair of them, a split id) goes in as its
-    text: ints' own hashes collide (`hash(-1) == hash(-2)`)."""
-    out: list[BlockHash] = [] if known is None else known
-    if len(out) * block_size < prompt_len and len(hash_ids) != -(-prompt_len // block_size):  # (past the prompt,
-        raise ValueError(f"{len(hash_ids)} hash_ids for a {prompt_len}-token prompt in blocks of {block_size}; "
-                         f"expected {-(-prompt_len // block_size)}")
-    get = getattr(hash_ids, "item", None) or hash_ids.__getitem__  # (a view's ids without its index checks)
-    parent = out[-1] if out else 0
-    end = num_tokens // block_size
-    whole = min(end, prompt_len // block_size)  # blocks of prompt tokens only
-    for i in range(len(out), whole):
-        parent = hash((parent, _content(get(i)), 0))
-        out.append(parent)
-    for i in range(len(out), end):
-        prompt_here = prompt_len - i * block_size
-        # the prompt's last ids with generated tokens after them in this block, or generated tokens only
-        parent = hash((parent, _content(get(i)), block_size - prompt_here) if prompt_here > 0
-                      else (parent, GENERATED, block_size))
-        out.append(parent)
-    return out
-
-
-def _content(hid: object) -> object:
-    """A block's id as hashed: itself when its hash cannot collide with another id's, else its text."""
-    t = type(hid)
-    if t is int:
-        return hid if hid >= 0 else repr(hid)
-    if t is tuple and len(hid) == 2:
-        a, b = hid
-        if type(a) is int and a >= 0 and type(b) is int and b >= 0:
-            return hid
-    return repr(hid)
+BlockHash = int  # a 64-bit chained hash (`block_hash`)
 
 
 class BlockPool:

@@ -51,7 +51,7 @@ class PrefixCachingKV(KVCache):
 
     def hashes(self, state: RequestState, num_tokens: int) -> list:
         """The chained hashes of `state`'s full blocks over its first `num_tokens` tokens (kept as they grow)."""
-        from servesim.engines.vllm.block_pool import block_hashes
+        from servesim.engines.vllm.block_hash import block_hashes
 
         r, bs = state.request, self.block_size
         if r.hash_ids is None:
