@@ -72,9 +72,9 @@ class ReuseKV(PrefixCachingKV):
     def find_new_context_block(self, state: RequestState) -> object | None:
         """BlockManager::findNewContextBlock: the key (chained hash) of the first full context block not in the
         cache; None when every full block is (or it has none, or no block identities)."""
-        cached = self.pool.cached
+        pool = self.pool
         for h in self.hashes(state, state.num_tokens):
-            if h not in cached:
+            if not pool.is_cached(h):
                 return h
         return None
 

@@ -17,12 +17,19 @@ up hits at (re)admission (P4) with vLLM's admission gate (P9).
   hashed one to the back; new blocks come from the front, and taking a hashed block evicts it from the cache. A hit
   on a free block takes it out of the queue.
 - P8 The free count includes cached blocks nobody holds (evictable).
+
+The pool works on runs of blocks: a request's blocks are taken, registered and freed in one call each, over numpy
+arrays (ref counts, which blocks hold a hash, the free queue as an array with holes), with the cache's
+hash -> block dict probed and filled in C (`map`). One block at a time (a decode's next block) takes the same
+path in scalar steps. tests/test_block_pool.py checks it against a plain one-block-at-a-time pool.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Sequence
+from itertools import accumulate
+
+import numpy as np
 
 from servesim.engines.vllm.block_hash import block_hashes
 
@@ -31,103 +38,298 @@ __all__ = ["BlockPool", "block_hashes"]
 BlockHash = int  # a 64-bit chained hash (`block_hash`)
 
 
-class BlockPool:
-    """`num_blocks` usable KV blocks (vLLM's null block excluded), with ref counts and the prefix cache."""
+class FreeQueue:
+    """vLLM's free block queue (a doubly linked list there) as a numpy array with holes: `q[lo:hi]` holds the free
+    blocks front to back, -1 where one was taken out of the middle (a hit on a free block); `at[b]` is block b's
+    slot (-1: not free). Pushes at either end write a slice; pops from the front skip the holes; when an end runs
+    out of room the live blocks are moved to the middle (with room for 3x the pool, after at least a pool's worth
+    of pushes)."""
 
-    __slots__ = ("free_queue", "ref_cnt", "block_hash", "cached", "num_cached_free", "num_evicted", "owner",
-                 "evicted")
+    __slots__ = ("q", "at", "lo", "hi")
+
+    def __init__(self, num_blocks: int) -> None:
+        self.q = np.full(3 * num_blocks + 3, -1, np.intp)
+        self.at = np.full(num_blocks, -1, np.intp)
+        self.lo = self.hi = num_blocks + 1
+        self.push_back(np.arange(num_blocks))
+
+    def order(self) -> list[int]:
+        live = self.q[self.lo:self.hi]
+        return live[live >= 0].tolist()
+
+    def pop_one(self) -> int:
+        q, lo = self.q, self.lo
+        b = q.item(lo)
+        while b < 0:
+            lo += 1
+            b = q.item(lo)
+        self.lo = lo + 1
+        self.at[b] = -1
+        return b
+
+    def pop(self, n: int) -> np.ndarray:
+        """The first `n` free blocks (the caller checked there are that many)."""
+        q, lo = self.q, self.lo
+        out = q[lo:lo + n].copy()
+        lo += n
+        if n and out.min() < 0:  # holes: skip them
+            out = out[out >= 0]
+            parts = [out]
+            while len(out) < n:
+                more = q[lo:lo + n - len(out)]
+                lo += len(more)
+                parts.append(more[more >= 0])
+                out = np.concatenate(parts)
+        self.lo = lo
+        self.at[out] = -1
+        return out
+
+    def push_front(self, blocks: np.ndarray) -> None:
+        """`blocks` (front to back) before the queue's front."""
+        m = len(blocks)
+        if self.lo < m:
+            self._recenter()
+        lo = self.lo - m
+        self.q[lo:self.lo] = blocks
+        self.at[blocks] = np.arange(lo, self.lo)
+        self.lo = lo
+
+    def push_back(self, blocks: np.ndarray) -> None:
+        m = len(blocks)
+        if self.hi + m > len(self.q):
+            self._recenter()
+        hi = self.hi + m
+        self.q[self.hi:hi] = blocks
+        self.at[blocks] = np.arange(self.hi, hi)
+        self.hi = hi
+
+    def remove(self, blocks: np.ndarray) -> None:
+        self.q[self.at[blocks]] = -1
+        self.at[blocks] = -1
+
+    def _recenter(self) -> None:
+        live = self.q[self.lo:self.hi]
+        live = live[live >= 0]
+        self.q.fill(-1)
+        self.lo = (len(self.q) - len(live)) // 2
+        self.hi = self.lo + len(live)
+        self.q[self.lo:self.hi] = live
+        self.at[live] = np.arange(self.lo, self.hi)
+
+
+class BlockPool:
+    """`num_blocks` usable KV blocks (vLLM's null block excluded), with ref counts and the prefix cache.
+
+    The cache's index, `first`, maps a hash to its earliest registered copy still cached (P6). It is kept lazily: a
+    block evicted while its hash had no other copy stays in it (no dict work per evicted block) and is recognised
+    as gone where it is read (`_live`: the block no longer holds that hash); a hash with several copies
+    (`copies`, `shared`) is kept exact as they come and go. Gone entries are dropped all at once when they
+    outnumber the pool several times over (`_compact`)."""
+
+    __slots__ = ("queue", "num_free", "ref_cnt", "hashed", "hash_of", "first", "copies", "shared",
+                 "num_cached_free", "num_evicted", "owner", "evicted", "max_index")
 
     def __init__(self, num_blocks: int, track_evictions: bool = False) -> None:
-        self.free_queue: OrderedDict[int, None] = OrderedDict.fromkeys(range(num_blocks))  # front = next taken
-        self.ref_cnt = [0] * num_blocks
-        self.block_hash: dict[int, BlockHash] = {}  # block -> hash, for the blocks registered in the cache
-        self.cached: dict[BlockHash, list[int]] = {}  # hash -> copies, earliest registered first
+        self.queue = FreeQueue(num_blocks)
+        self.num_free = num_blocks
+        self.ref_cnt = np.zeros(num_blocks, np.intp)
+        self.hashed = np.zeros(num_blocks, bool)  # blocks registered in the cache
+        self.hash_of = np.zeros(num_blocks, np.uint64)  # their hashes (where `hashed`)
+        self.first: dict[BlockHash, int] = {}  # hash -> its earliest copy still cached (or a gone one: `_live`)
+        self.copies: dict[BlockHash, list[int]] = {}  # hash -> its copies, earliest first (hashes with two or more)
+        self.shared = np.zeros(num_blocks, bool)  # blocks whose hash has other copies (in `copies`)
         self.num_cached_free = 0  # free blocks still holding a hash (they count as free)
         self.num_evicted = 0
-        self.owner = [-1] * num_blocks  # the request (its index) that registered each cached block
-        # explain: hashes evicted and not cached again, to tell a lookup that stopped at an evicted block
+        self.owner = np.full(num_blocks, -1, np.intp)  # the request (its index) that registered each cached block
+        # explain: the hashes ever evicted (see `lost`)
         self.evicted: set[BlockHash] | None = set() if track_evictions else None
+        self.max_index = 8 * num_blocks + 1024  # `first`'s size that triggers `_compact`
+
+    # views for tests and invariant checks (each builds a copy)
+    @property
+    def free_queue(self) -> list[int]:
+        """The free blocks, front (taken next) to back."""
+        return self.queue.order()
 
     @property
-    def num_free(self) -> int:
-        return len(self.free_queue)
+    def block_hash(self) -> dict[int, BlockHash]:
+        """block -> hash, for the blocks registered in the cache."""
+        held = np.flatnonzero(self.hashed)
+        return dict(zip(held.tolist(), self.hash_of[held].tolist()))
+
+    @property
+    def cached(self) -> dict[BlockHash, list[int]]:
+        """hash -> copies, earliest registered first."""
+        return {h: list(self.copies.get(h, (b,))) for h, b in self.first.items() if self._live(b, h)}
+
+    def _live(self, b: int, h: BlockHash) -> bool:
+        """Whether block b (an entry of `first`) still holds hash h."""
+        return self.hashed.item(b) and self.hash_of.item(b) == h
+
+    def is_cached(self, h: BlockHash) -> bool:
+        b = self.first.get(h)
+        return b is not None and self._live(b, h)
 
     def lookup(self, hashes: Sequence[BlockHash], num_tokens: int, block_size: int) -> list[int]:
         """The blocks of the longest cached prefix (P2, P3, P6): full blocks, never the last token."""
-        hits = []
+        get, hashed, hash_of, hits = self.first.get, self.hashed.item, self.hash_of.item, []
         for h in hashes[:(num_tokens - 1) // block_size]:
-            copies = self.cached.get(h)
-            if not copies:
+            b = get(h)
+            if b is None or not (hashed(b) and hash_of(b) == h):
                 break
-            hits.append(copies[0])
+            hits.append(b)
         return hits
 
     def num_evictable(self, blocks: Sequence[int]) -> int:
         """How many of these hit blocks sit in the free queue (P9's admission gate counts them)."""
-        return sum(self.ref_cnt[b] == 0 for b in blocks)
+        return int(np.count_nonzero(self.ref_cnt[blocks] == 0)) if len(blocks) else 0
 
     def touch(self, blocks: Sequence[int]) -> None:
         """A request takes hit blocks: held once more; a free one leaves the queue (it is no longer evictable)."""
-        for b in blocks:
-            if self.ref_cnt[b] == 0:
-                del self.free_queue[b]
-                self.num_cached_free -= 1
-            self.ref_cnt[b] += 1
+        if not len(blocks):
+            return
+        held = np.array(blocks, np.intp)
+        free = held[self.ref_cnt[held] == 0]
+        if len(free):
+            self.queue.remove(free)
+            self.num_free -= len(free)
+            self.num_cached_free -= len(free)
+        self.ref_cnt[held] += 1
 
     def allocate(self, n: int) -> list[int]:
         """`n` new blocks from the front of the free queue; a hashed one is evicted from the cache (P7)."""
-        if n > len(self.free_queue):
-            raise ValueError(f"{n} blocks asked, {len(self.free_queue)} free")
-        pop, block_hash, cached, ref_cnt = self.free_queue.popitem, self.block_hash, self.cached, self.ref_cnt
-        out = []
-        for _ in range(n):
-            b = pop(last=False)[0]
-            if b in block_hash:
-                h = block_hash.pop(b)
-                copies = cached[h]
-                if len(copies) == 1:
-                    del cached[h]
-                else:
-                    copies.remove(b)
-                self.num_cached_free -= 1
-                self.num_evicted += 1
-                if self.evicted is not None:
-                    self.evicted.add(h)
-            ref_cnt[b] = 1
-            out.append(b)
-        return out
+        if n > self.num_free:
+            raise ValueError(f"{n} blocks asked, {self.num_free} free")
+        if n == 1:
+            return [self._take_one()]
+        return self._take(n)[0].tolist()
+
+    def allocate_runs(self, counts: Sequence[int]) -> tuple[list[int], list[int]]:
+        """`allocate(c)` for each c in `counts` in turn, as one: the blocks, in order, and the cached free blocks
+        after each run (a decode stretch's steps: `engine.fastpath`)."""
+        cached = self.num_cached_free
+        taken, was_hashed = self._take(sum(counts))
+        evictions = np.cumsum(was_hashed).tolist()
+        after = [cached - (evictions[e - 1] if e else 0) for e in accumulate(counts)]
+        return taken.tolist(), after
+
+    def _take_one(self) -> int:
+        b = self.queue.pop_one()
+        self.num_free -= 1
+        self.ref_cnt[b] = 1
+        if self.hashed[b]:
+            self._evict(np.array([b]))
+        return b
+
+    def _take(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """`n` blocks off the front, and which of them were cached (now evicted)."""
+        taken = self.queue.pop(n)
+        self.num_free -= n
+        self.ref_cnt[taken] = 1
+        was_hashed = self.hashed[taken]
+        if was_hashed.any():
+            self._evict(taken[was_hashed])
+        return taken, was_hashed
+
+    def _evict(self, blocks: np.ndarray) -> None:
+        """Blocks taken off the free queue leave the cache (their entries in `first` go stale, unless their hash
+        has other copies: then the next one serves it)."""
+        self.hashed[blocks] = False
+        if self.copies:
+            for b in blocks[self.shared[blocks]].tolist():
+                if self.shared[b]:  # (not if its other copies went first, in this same run)
+                    self._forget_copy(b, self.hash_of.item(b))
+        self.num_cached_free -= len(blocks)
+        self.num_evicted += len(blocks)
+        if self.evicted is not None:
+            self.evicted.update(self.hash_of[blocks].tolist())
+
+    def _forget_copy(self, b: int, h: BlockHash) -> None:
+        """Block b, one of h's copies, leaves the cache; the next copy serves h."""
+        copies = self.copies[h]
+        copies.remove(b)
+        self.shared[b] = False
+        self.first[h] = copies[0]
+        if len(copies) == 1:
+            self.shared[copies[0]] = False
+            del self.copies[h]
 
     def register(self, block: int, h: BlockHash, owner: int = -1) -> None:
         """A full block is cached under its hash (P5: once scheduled); a second copy is kept, not merged (P6).
         `owner`: the request that computed it (for explain's "from whose blocks")."""
-        if block in self.block_hash:
+        if self.hashed[block]:
             return
-        self.block_hash[block] = h
-        self.cached.setdefault(h, []).append(block)
+        self.hashed[block] = True
+        self.hash_of[block] = h
         self.owner[block] = owner
-        if self.evicted is not None:
-            self.evicted.discard(h)
+        if self.first.setdefault(h, block) != block:
+            self._add(block, h)
+
+    def register_blocks(self, blocks: list[int], hashes: list[BlockHash], owner: int | list[int] = -1) -> None:
+        """`register` for each block in turn, as one (`owner`: one request, or each block's). One request's
+        blocks and hashes are distinct (a chain); several requests' may repeat: then one by one."""
+        if not blocks:
+            return
+        if len(self.first) > self.max_index:
+            self._compact()
+        ids = np.array(blocks, np.intp)
+        multi = isinstance(owner, list)
+        if self.hashed[ids].any() or (multi and min(len(set(hashes)), len(set(blocks))) < len(blocks)):
+            for b, h, o in zip(blocks, hashes, owner if multi else [owner] * len(blocks)):
+                self.register(b, h, o)
+            return
+        self.hashed[ids] = True
+        self.owner[ids] = owner
+        self.hash_of[ids] = hashes
+        firsts = list(map(self.first.setdefault, hashes, blocks))
+        if firsts != blocks:  # hashes with an entry already: a copy, or a gone block's entry
+            for first, b, h in zip(firsts, blocks, hashes):
+                if first != b:
+                    self._add(b, h)
+
+    def _add(self, b: int, h: BlockHash) -> None:
+        """Block b registers hash h, which has an entry in `first`: b is another copy if that block is still
+        cached, else b takes the entry."""
+        first = self.first[h]
+        if not self._live(first, h):
+            self.first[h] = b
+            return
+        copies = self.copies.get(h)
+        if copies is None:
+            copies = self.copies[h] = [first]
+            self.shared[first] = True
+        copies.append(b)
+        self.shared[b] = True
+
+    def _compact(self) -> None:
+        """`first` again with the cached blocks only."""
+        held = np.flatnonzero(self.hashed)
+        self.first = dict(zip(self.hash_of[held].tolist(), held.tolist()))
+        self.first.update((h, copies[0]) for h, copies in self.copies.items())
 
     def lost(self, hashes: Sequence[BlockHash], start: int, limit: int) -> int:
         """Blocks a lookup would have hit from `start` (its first miss) had nothing been evicted: 0 unless that
         block was evicted; then the run of blocks from it that were evicted or are still cached (up to `limit`).
-        Only with `track_evictions`."""
-        evicted, cached = self.evicted, self.cached
+        Only with `track_evictions`. (`evicted` keeps every hash ever evicted: of a hash not cached now, that is
+        "evicted and not cached again", and of one cached now the answer is the same either way.)"""
+        evicted = self.evicted
         if evicted is None or start >= limit or hashes[start] not in evicted:
             return 0
         n = start
-        while n < limit and (hashes[n] in evicted or hashes[n] in cached):
+        while n < limit and (hashes[n] in evicted or self.is_cached(hashes[n])):
             n += 1
         return n - start
 
     def free(self, blocks: Sequence[int]) -> None:
         """A request gives its blocks back, tail first (P7): unhashed ones to the front, hashed ones to the back."""
-        for b in reversed(blocks):
-            self.ref_cnt[b] -= 1
-            if self.ref_cnt[b]:
-                continue  # another request still holds this cached block
-            self.free_queue[b] = None
-            if b in self.block_hash:
-                self.num_cached_free += 1
-            else:
-                self.free_queue.move_to_end(b, last=False)
+        if not len(blocks):
+            return
+        back_first = np.array(blocks[::-1], np.intp)
+        ref = self.ref_cnt
+        ref[back_first] -= 1
+        freed = back_first[ref[back_first] == 0]  # (others are still held by another request)
+        hashed = self.hashed[freed]
+        self.queue.push_front(freed[~hashed][::-1])  # each to the front in turn: the last one ends up first
+        self.queue.push_back(freed[hashed])
+        self.num_free += len(freed)
+        self.num_cached_free += int(np.count_nonzero(hashed))
