@@ -56,7 +56,8 @@ class PrefixCachingKV(KVCache):
             return []
         known = state.block_hashes
         if known is None or len(known) < num_tokens // bs:
-            ids = split_hash_ids(r, bs)
+            past_prompt = known is not None and len(known) * bs >= r.hashed_len  # (its ids are not read)
+            ids = () if past_prompt else split_hash_ids(r, bs)
             known = state.block_hashes = block_hashes(ids, r.hashed_len, num_tokens, bs, known)
         return known
 
