@@ -108,8 +108,9 @@ operations = st.lists(st.one_of(
 class Both:
     """The pool under test and the reference, driven alike and compared after each operation."""
 
-    def __init__(self, num_blocks: int, max_index: int | None) -> None:
+    def __init__(self, num_blocks: int, max_index: int | None, small: int = 0) -> None:
         self.new, self.ref = BlockPool(num_blocks, track_evictions=True), ReferencePool(num_blocks)
+        self.new.small = small  # (0: every run of blocks takes the array path)
         if max_index is not None:
             self.new.max_index = max_index  # compact the lazy index often
         self.held: list[list[int]] = []
@@ -185,11 +186,11 @@ class Both:
             assert new.lost(hashes, len(hits), limit) == ref.lost(hashes, len(hits), limit)
 
 
-@pytest.mark.parametrize("max_index", [None, 2])
+@pytest.mark.parametrize(("max_index", "small"), [(None, 0), (2, 0), (None, 3)])
 @settings(max_examples=200, deadline=None)
 @given(ops=operations, num_blocks=st.integers(4, 14))
-def test_the_array_pool_matches_the_reference(max_index, ops, num_blocks):
-    both = Both(num_blocks, max_index)
+def test_the_array_pool_matches_the_reference(max_index, small, ops, num_blocks):
+    both = Both(num_blocks, max_index, small)
     for op, *args in ops:
         getattr(both, op)(*args)
         both.check()

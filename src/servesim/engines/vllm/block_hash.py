@@ -47,9 +47,12 @@ def _mix(z: int) -> int:
 
 
 def _mix_np(z: np.ndarray) -> np.ndarray:
-    z = (z ^ (z >> np.uint64(30))) * np.uint64(_M1)
-    z = (z ^ (z >> np.uint64(27))) * np.uint64(_M2)
-    return z ^ (z >> np.uint64(31))
+    z = z ^ (z >> np.uint64(30))
+    z *= np.uint64(_M1)
+    z ^= z >> np.uint64(27)
+    z *= np.uint64(_M2)
+    z ^= z >> np.uint64(31)
+    return z
 
 
 class _Tables:
@@ -201,10 +204,17 @@ def _id_codes_np(hash_ids: Sequence[object], start: int, stop: int) -> np.ndarra
         return None
     if not split:
         return _grouped_codes_np(ids, per, start, stop)
-    j = np.arange(start, stop)  # block j is the pair (ids[j // per], j % per)
-    a, k = _int_codes_np(ids[j // per]), _int_codes_np((j % per).astype(np.uint64))
-    rank = _TABLES.rank
-    return _mix_np(np.uint64((2 * _T_TUP) & MASK) + a * rank[0] + k * rank[1])
+    first = start // per  # block j is the pair (ids[j // per], j % per): each id's term plus each k's
+    a = _int_codes_np(ids[first:-(-stop // per)]) * _TABLES.rank[0]
+    pairs = (a[:, None] + _split_terms(per)[None, :]).ravel()
+    return _mix_np(pairs[start - first * per:stop - first * per])
+
+
+@cache
+def _split_terms(per: int) -> np.ndarray:
+    """The (id, k) pair's code less its id's term: k's term and the length's, for k in 0..per-1."""
+    k = _int_codes_np(np.arange(per, dtype=np.uint64)) * _TABLES.rank[1]
+    return k + np.uint64((2 * _T_TUP) & MASK)
 
 
 def _grouped_codes_np(ids: np.ndarray, per: int, start: int, stop: int) -> np.ndarray:

@@ -36,6 +36,7 @@ from servesim.engines.vllm.block_hash import block_hashes
 __all__ = ["BlockPool", "block_hashes"]
 
 BlockHash = int  # a 64-bit chained hash (`block_hash`)
+SMALL = 16  # runs of up to this many blocks go one block at a time (fewer numpy calls than the array path)
 
 
 class FreeQueue:
@@ -127,7 +128,7 @@ class BlockPool:
     outnumber the pool several times over (`_compact`)."""
 
     __slots__ = ("queue", "num_free", "ref_cnt", "hashed", "hash_of", "first", "copies", "shared",
-                 "num_cached_free", "num_evicted", "owner", "evicted", "max_index")
+                 "num_cached_free", "num_evicted", "owner", "evicted", "max_index", "small")
 
     def __init__(self, num_blocks: int, track_evictions: bool = False) -> None:
         self.queue = FreeQueue(num_blocks)
@@ -144,6 +145,7 @@ class BlockPool:
         # explain: the hashes ever evicted (see `lost`)
         self.evicted: set[BlockHash] | None = set() if track_evictions else None
         self.max_index = 8 * num_blocks + 1024  # `first`'s size that triggers `_compact`
+        self.small = SMALL
 
     # views for tests and invariant checks (each builds a copy)
     @property
@@ -200,25 +202,39 @@ class BlockPool:
         """`n` new blocks from the front of the free queue; a hashed one is evicted from the cache (P7)."""
         if n > self.num_free:
             raise ValueError(f"{n} blocks asked, {self.num_free} free")
-        if n == 1:
-            return [self._take_one()]
+        if n <= self.small:
+            return [self._take_one() for _ in range(n)]
         return self._take(n)[0].tolist()
 
     def allocate_runs(self, counts: Sequence[int]) -> tuple[list[int], list[int]]:
         """`allocate(c)` for each c in `counts` in turn, as one: the blocks, in order, and the cached free blocks
         after each run (a decode stretch's steps: `engine.fastpath`)."""
+        total = sum(counts)
+        if total <= self.small:
+            blocks, after = [], []
+            for c in counts:
+                blocks += [self._take_one() for _ in range(c)]
+                after.append(self.num_cached_free)
+            return blocks, after
         cached = self.num_cached_free
-        taken, was_hashed = self._take(sum(counts))
+        taken, was_hashed = self._take(total)
         evictions = np.cumsum(was_hashed).tolist()
         after = [cached - (evictions[e - 1] if e else 0) for e in accumulate(counts)]
         return taken.tolist(), after
 
     def _take_one(self) -> int:
+        """`_take` for one block, in scalar steps."""
         b = self.queue.pop_one()
         self.num_free -= 1
         self.ref_cnt[b] = 1
         if self.hashed[b]:
-            self._evict(np.array([b]))
+            self.hashed[b] = False
+            if self.shared[b]:
+                self._forget_copy(b, self.hash_of.item(b))
+            self.num_cached_free -= 1
+            self.num_evicted += 1
+            if self.evicted is not None:
+                self.evicted.add(self.hash_of.item(b))
         return b
 
     def _take(self, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -272,8 +288,12 @@ class BlockPool:
             return
         if len(self.first) > self.max_index:
             self._compact()
-        ids = np.array(blocks, np.intp)
         multi = isinstance(owner, list)
+        if len(blocks) <= self.small:
+            for b, h, o in zip(blocks, hashes, owner if multi else [owner] * len(blocks)):
+                self.register(b, h, o)
+            return
+        ids = np.array(blocks, np.intp)
         if self.hashed[ids].any() or (multi and min(len(set(hashes)), len(set(blocks))) < len(blocks)):
             for b, h, o in zip(blocks, hashes, owner if multi else [owner] * len(blocks)):
                 self.register(b, h, o)
