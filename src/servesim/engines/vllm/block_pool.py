@@ -19,9 +19,9 @@ up hits at (re)admission (P4) with vLLM's admission gate (P9).
 - P8 The free count includes cached blocks nobody holds (evictable).
 
 The pool works on runs of blocks: a request's blocks are taken, registered and freed in one call each, over numpy
-arrays (ref counts, which blocks hold a hash, the free queue as an array with holes), with the cache's
-hash -> block dict probed and filled in C (`map`). One block at a time (a decode's next block) takes the same
-path in scalar steps. tests/test_block_pool.py checks it against a plain one-block-at-a-time pool.
+arrays (ref counts, which blocks hold a hash, the free queue as an array with holes); the cache's index keeps one
+entry per registration, not per block (`prefix_index`). A few blocks at a time (a decode's next block) go in
+scalar steps. tests/test_block_pool_reference.py checks it against a plain one-block-at-a-time pool.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from itertools import accumulate
 import numpy as np
 
 from servesim.engines.vllm.block_hash import block_hashes
+from servesim.engines.vllm.prefix_index import RunIndex
 
 __all__ = ["BlockPool", "block_hashes"]
 
@@ -119,16 +120,11 @@ class FreeQueue:
 
 
 class BlockPool:
-    """`num_blocks` usable KV blocks (vLLM's null block excluded), with ref counts and the prefix cache.
+    """`num_blocks` usable KV blocks (vLLM's null block excluded), with ref counts and the prefix cache (its index:
+    `prefix_index.RunIndex`, one entry per registration rather than per block)."""
 
-    The cache's index, `first`, maps a hash to its earliest registered copy still cached (P6). It is kept lazily: a
-    block evicted while its hash had no other copy stays in it (no dict work per evicted block) and is recognised
-    as gone where it is read (`_live`: the block no longer holds that hash); a hash with several copies
-    (`copies`, `shared`) is kept exact as they come and go. Gone entries are dropped all at once when they
-    outnumber the pool several times over (`_compact`)."""
-
-    __slots__ = ("queue", "num_free", "ref_cnt", "hashed", "hash_of", "first", "copies", "shared",
-                 "num_cached_free", "num_evicted", "owner", "evicted", "max_index", "small")
+    __slots__ = ("queue", "num_free", "ref_cnt", "hashed", "hash_of", "index", "num_cached_free", "num_evicted",
+                 "owner", "evicted", "small")
 
     def __init__(self, num_blocks: int, track_evictions: bool = False) -> None:
         self.queue = FreeQueue(num_blocks)
@@ -136,15 +132,12 @@ class BlockPool:
         self.ref_cnt = np.zeros(num_blocks, np.intp)
         self.hashed = np.zeros(num_blocks, bool)  # blocks registered in the cache
         self.hash_of = np.zeros(num_blocks, np.uint64)  # their hashes (where `hashed`)
-        self.first: dict[BlockHash, int] = {}  # hash -> its earliest copy still cached (or a gone one: `_live`)
-        self.copies: dict[BlockHash, list[int]] = {}  # hash -> its copies, earliest first (hashes with two or more)
-        self.shared = np.zeros(num_blocks, bool)  # blocks whose hash has other copies (in `copies`)
+        self.index = RunIndex(self.hashed)
         self.num_cached_free = 0  # free blocks still holding a hash (they count as free)
         self.num_evicted = 0
         self.owner = np.full(num_blocks, -1, np.intp)  # the request (its index) that registered each cached block
         # explain: the hashes ever evicted (see `lost`)
         self.evicted: set[BlockHash] | None = set() if track_evictions else None
-        self.max_index = 8 * num_blocks + 1024  # `first`'s size that triggers `_compact`
         self.small = SMALL
 
     # views for tests and invariant checks (each builds a copy)
@@ -162,25 +155,20 @@ class BlockPool:
     @property
     def cached(self) -> dict[BlockHash, list[int]]:
         """hash -> copies, earliest registered first."""
-        return {h: list(self.copies.get(h, (b,))) for h, b in self.first.items() if self._live(b, h)}
-
-    def _live(self, b: int, h: BlockHash) -> bool:
-        """Whether block b (an entry of `first`) still holds hash h."""
-        return self.hashed.item(b) and self.hash_of.item(b) == h
-
-    def is_cached(self, h: BlockHash) -> bool:
-        b = self.first.get(h)
-        return b is not None and self._live(b, h)
+        held = np.flatnonzero(self.hashed)
+        held = held[np.argsort(self.index.seq[held], kind="stable")]
+        out: dict[BlockHash, list[int]] = {}
+        for b, h in zip(held.tolist(), self.hash_of[held].tolist()):
+            out.setdefault(h, []).append(b)
+        return out
 
     def lookup(self, hashes: Sequence[BlockHash], num_tokens: int, block_size: int) -> list[int]:
         """The blocks of the longest cached prefix (P2, P3, P6): full blocks, never the last token."""
-        get, hashed, hash_of, hits = self.first.get, self.hashed.item, self.hash_of.item, []
-        for h in hashes[:(num_tokens - 1) // block_size]:
-            b = get(h)
-            if b is None or not (hashed(b) and hash_of(b) == h):
-                break
-            hits.append(b)
-        return hits
+        return self.index.walk(hashes, min(len(hashes), (num_tokens - 1) // block_size), stop=True)
+
+    def cached_prefix(self, hashes: Sequence[BlockHash]) -> int:
+        """How many of a chain's first hashes are cached."""
+        return len(self.index.walk(hashes, len(hashes), stop=True))
 
     def num_evictable(self, blocks: Sequence[int]) -> int:
         """How many of these hit blocks sit in the free queue (P9's admission gate counts them)."""
@@ -229,8 +217,7 @@ class BlockPool:
         self.ref_cnt[b] = 1
         if self.hashed[b]:
             self.hashed[b] = False
-            if self.shared[b]:
-                self._forget_copy(b, self.hash_of.item(b))
+            self.index.evict_one(b)
             self.num_cached_free -= 1
             self.num_evicted += 1
             if self.evicted is not None:
@@ -248,27 +235,13 @@ class BlockPool:
         return taken, was_hashed
 
     def _evict(self, blocks: np.ndarray) -> None:
-        """Blocks taken off the free queue leave the cache (their entries in `first` go stale, unless their hash
-        has other copies: then the next one serves it)."""
+        """Blocks taken off the free queue leave the cache."""
         self.hashed[blocks] = False
-        if self.copies:
-            for b in blocks[self.shared[blocks]].tolist():
-                if self.shared[b]:  # (not if its other copies went first, in this same run)
-                    self._forget_copy(b, self.hash_of.item(b))
+        self.index.evict(blocks)
         self.num_cached_free -= len(blocks)
         self.num_evicted += len(blocks)
         if self.evicted is not None:
             self.evicted.update(self.hash_of[blocks].tolist())
-
-    def _forget_copy(self, b: int, h: BlockHash) -> None:
-        """Block b, one of h's copies, leaves the cache; the next copy serves h."""
-        copies = self.copies[h]
-        copies.remove(b)
-        self.shared[b] = False
-        self.first[h] = copies[0]
-        if len(copies) == 1:
-            self.shared[copies[0]] = False
-            del self.copies[h]
 
     def register(self, block: int, h: BlockHash, owner: int = -1) -> None:
         """A full block is cached under its hash (P5: once scheduled); a second copy is kept, not merged (P6).
@@ -278,54 +251,30 @@ class BlockPool:
         self.hashed[block] = True
         self.hash_of[block] = h
         self.owner[block] = owner
-        if self.first.setdefault(h, block) != block:
-            self._add(block, h)
+        self.index.add_one(block, h)
 
     def register_blocks(self, blocks: list[int], hashes: list[BlockHash], owner: int | list[int] = -1) -> None:
-        """`register` for each block in turn, as one (`owner`: one request, or each block's). One request's
-        blocks and hashes are distinct (a chain); several requests' may repeat: then one by one."""
+        """`register` for each block in turn, as one: one request's blocks at consecutive positions of its chain
+        (`owner`), or several requests' blocks, one each (`owner`: each block's)."""
+        if isinstance(owner, list) or len(blocks) == 1:
+            for b, h, o in zip(blocks, hashes, owner if isinstance(owner, list) else [owner]):
+                self.register(b, h, o)
+            return
         if not blocks:
             return
-        if len(self.first) > self.max_index:
-            self._compact()
-        multi = isinstance(owner, list)
-        if len(blocks) <= self.small:
-            for b, h, o in zip(blocks, hashes, owner if multi else [owner] * len(blocks)):
-                self.register(b, h, o)
-            return
         ids = np.array(blocks, np.intp)
-        if self.hashed[ids].any() or (multi and min(len(set(hashes)), len(set(blocks))) < len(blocks)):
-            for b, h, o in zip(blocks, hashes, owner if multi else [owner] * len(blocks)):
-                self.register(b, h, o)
-            return
+        new = ~self.hashed[ids]  # (blocks already registered keep their hash)
+        if not new.all():
+            if not new.any():
+                return
+            hashes_new = np.array(hashes, np.uint64)[new]
+            ids = ids[new]
+        else:
+            hashes_new = hashes
         self.hashed[ids] = True
+        self.hash_of[ids] = hashes_new
         self.owner[ids] = owner
-        self.hash_of[ids] = hashes
-        firsts = list(map(self.first.setdefault, hashes, blocks))
-        if firsts != blocks:  # hashes with an entry already: a copy, or a gone block's entry
-            for first, b, h in zip(firsts, blocks, hashes):
-                if first != b:
-                    self._add(b, h)
-
-    def _add(self, b: int, h: BlockHash) -> None:
-        """Block b registers hash h, which has an entry in `first`: b is another copy if that block is still
-        cached, else b takes the entry."""
-        first = self.first[h]
-        if not self._live(first, h):
-            self.first[h] = b
-            return
-        copies = self.copies.get(h)
-        if copies is None:
-            copies = self.copies[h] = [first]
-            self.shared[first] = True
-        copies.append(b)
-        self.shared[b] = True
-
-    def _compact(self) -> None:
-        """`first` again with the cached blocks only."""
-        held = np.flatnonzero(self.hashed)
-        self.first = dict(zip(self.hash_of[held].tolist(), held.tolist()))
-        self.first.update((h, copies[0]) for h, copies in self.copies.items())
+        self.index.add(blocks, hashes, ids)
 
     def lost(self, hashes: Sequence[BlockHash], start: int, limit: int) -> int:
         """Blocks a lookup would have hit from `start` (its first miss) had nothing been evicted: 0 unless that
@@ -335,8 +284,9 @@ class BlockPool:
         evicted = self.evicted
         if evicted is None or start >= limit or hashes[start] not in evicted:
             return 0
+        cached = self.index.walk(hashes, limit, stop=False)
         n = start
-        while n < limit and (hashes[n] in evicted or self.is_cached(hashes[n])):
+        while n < limit and (hashes[n] in evicted or cached[n] is not None):
             n += 1
         return n - start
 

@@ -1,0 +1,132 @@
+"""The prefix cache's index (`block_pool.BlockPool`): which cached block serves a hash, kept per run of blocks
+rather than per block.
+
+A run is one registration: one request's blocks at consecutive positions of its chain, with their hashes. The
+index maps the hash at a run's first position to the runs that start with it: one dict entry per run, not one per
+block. A lookup walks a request's chain from block 0: at each position it picks up the runs starting with that
+position's hash, keeps the runs it holds while their hashes agree with the chain, and takes the earliest
+registered block still cached among them (P6). Equal hashes mean equal prefixes (and so the same position), so
+every cached block with a position's hash sits in a run that agrees with the chain from the run's first position
+on, where the walk picked it up: the walk finds what a hash -> blocks dict would.
+
+A block belongs to the run that registered it (`run_of`) while it stays cached; eviction clears the pool's flag
+and counts it off its run (`live`). A run with no block left is dropped when a walk meets it, and at each purge
+(when the runs hold several times the pool's blocks), which also trims the others to their cached span.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+
+class Run:
+    """One registration: `blocks` at consecutive positions, with their `hashes`."""
+
+    __slots__ = ("rid", "blocks", "hashes")
+
+    def __init__(self, rid: int, blocks: list[int], hashes: list[int]) -> None:
+        self.rid, self.blocks, self.hashes = rid, blocks, hashes
+
+
+class RunIndex:
+    """The runs by their first hash, over the pool's `hashed` flags (the same array)."""
+
+    __slots__ = ("hashed", "heads", "run_of", "seq", "live", "next_rid", "next_seq", "held", "max_held")
+
+    def __init__(self, hashed: np.ndarray) -> None:
+        self.hashed = hashed
+        self.heads: dict[int, list[Run]] = {}
+        self.run_of = np.full(len(hashed), -1, np.intp)  # each cached block's run
+        self.seq = np.zeros(len(hashed), np.int64)  # each cached block's place in the order of registration
+        self.live = np.zeros(1024, np.intp)  # cached blocks per run (by run id)
+        self.next_rid = self.next_seq = 0
+        self.held = 0  # blocks in the runs' lists
+        self.max_held = 4 * len(hashed) + 1024  # `held` that triggers a purge
+
+    def add(self, blocks: list[int], hashes: list[int], new: np.ndarray) -> None:
+        """A run of `blocks` with `hashes`; `new`: the blocks it registers (the others are cached by other runs)."""
+        rid = self._new_run(blocks, hashes)
+        n = len(new)
+        self.run_of[new] = rid
+        self.seq[new] = np.arange(self.next_seq, self.next_seq + n)
+        self.next_seq += n
+        self.live[rid] = n
+
+    def add_one(self, block: int, h: int) -> None:
+        rid = self._new_run([block], [h])
+        self.run_of[block] = rid
+        self.seq[block] = self.next_seq
+        self.next_seq += 1
+        self.live[rid] = 1
+
+    def _new_run(self, blocks: list[int], hashes: list[int]) -> int:
+        if self.held > self.max_held:
+            self.purge()
+        rid = self.next_rid
+        self.next_rid += 1
+        if rid == len(self.live):
+            self.live = np.concatenate((self.live, np.zeros(rid, np.intp)))
+        self.heads.setdefault(hashes[0], []).append(Run(rid, blocks, hashes))
+        self.held += len(blocks)
+        return rid
+
+    def evict(self, blocks: np.ndarray) -> None:
+        """These blocks (flags cleared by the pool) leave their runs."""
+        np.subtract.at(self.live, self.run_of[blocks], 1)
+
+    def evict_one(self, block: int) -> None:
+        self.live[self.run_of[block]] -= 1
+
+    def walk(self, hashes: Sequence[int], limit: int, stop: bool) -> list[int | None]:
+        """The earliest registered cached block with each of hashes[:limit] (a chain from block 0), up to the first
+        one without (`stop`) or None there."""
+        hashed, run_of, seq = self.hashed.item, self.run_of.item, self.seq.item
+        active: list[tuple[Run, int]] = []  # the runs agreeing with the chain so far, with their first position
+        out: list[int | None] = []
+        for p in range(limit):
+            h = hashes[p]
+            if h in self.heads:
+                active += [(run, p) for run in self._alive(h)]
+            best, keep = -1, []
+            for run, at in active:
+                k = p - at
+                if k < len(run.hashes) and run.hashes[k] == h:
+                    keep.append((run, at))
+                    b = run.blocks[k]
+                    if hashed(b) and run_of(b) == run.rid and (best < 0 or seq(b) < seq(best)):
+                        best = b
+            active = keep
+            if best < 0 and stop:
+                break
+            out.append(best if best >= 0 else None)
+        return out
+
+    def _alive(self, h: int) -> list[Run]:
+        """The runs starting with hash h that still have a cached block (the others leave the index)."""
+        runs = self.heads[h]
+        alive = [run for run in runs if self.live.item(run.rid)]
+        if len(alive) < len(runs):
+            if alive:
+                self.heads[h] = alive
+            else:
+                del self.heads[h]
+        return alive
+
+    def purge(self) -> None:
+        """Drop the runs with no cached block; trim the others to the span of their cached blocks."""
+        runs = [run for group in self.heads.values() for run in group if self.live.item(run.rid)]
+        self.heads, self.held = {}, 0
+        for run in runs:
+            if self.live.item(run.rid) < len(run.blocks):
+                self._trim(run)
+            self.heads.setdefault(run.hashes[0], []).append(run)
+            self.held += len(run.blocks)
+        self.max_held = max(self.max_held, 2 * self.held)
+
+    def _trim(self, run: Run) -> None:
+        blocks = np.array(run.blocks, np.intp)
+        mine = np.flatnonzero(self.hashed[blocks] & (self.run_of[blocks] == run.rid))
+        first, last = int(mine[0]), int(mine[-1]) + 1
+        run.blocks, run.hashes = run.blocks[first:last], run.hashes[first:last]
