@@ -102,7 +102,8 @@ operations = st.lists(st.one_of(
     st.tuples(st.just("register_pending")),
     st.tuples(st.just("free"), st.integers(0, 7)),
     st.tuples(st.just("decode"), st.lists(st.integers(0, 2), min_size=1, max_size=4)),
-), max_size=40)
+    st.tuples(st.just("grow"), st.integers(0, 7)),
+), max_size=50)
 
 
 class Both:
@@ -113,8 +114,10 @@ class Both:
         self.new.small = small  # (0: every run of blocks takes the array path)
         if max_held is not None:
             self.new.index.max_held = max_held  # purge the index's runs often
-        self.held: list[list[int]] = []
-        self.pending: list[tuple[list[int], list[int], int]] = []  # (blocks, hashes, owner) not yet registered
+        # each request's blocks, and for those admitted [ids, prompt tokens, tokens, owner] (to decode)
+        self.held: list[tuple[list[int], list | None]] = []
+        self.pending: list[tuple[list[int], list[int], int, int]] = []  # (blocks, hashes, owner, start) not
+        #                                                                 registered yet
         self.chains: list[tuple[list[int], int]] = []  # every request's hashes and token count, to look up
         self.count = 0
 
@@ -133,29 +136,47 @@ class Both:
         blocks = hits + self.new.allocate(need)
         assert blocks == hits + self.ref.allocate(need)
         self.count += 1
-        self.held.append(blocks)
+        self.held.append((blocks, [ids, n, n, self.count]))
         self.chains.append((hashes, n))
-        full = (blocks[len(hits):len(hashes)], hashes[len(hits):], self.count)
+        full = (blocks[len(hits):len(hashes)], hashes[len(hits):], self.count, len(hits))
         if at_once:
-            self.new.register_blocks(*full)
-            for b, h in zip(*full[:2]):
-                self.ref.register(b, h, self.count)
+            self.register(*full)
         else:
             self.pending.append(full)
 
+    def register(self, blocks: list[int], hashes: list[int], owner: int, start: int) -> None:
+        self.new.register_blocks(blocks, hashes, owner, start)
+        for b, h in zip(blocks, hashes):
+            self.ref.register(b, h, owner)
+
     def register_pending(self) -> None:
-        """Several requests' blocks registered as one (a decode stretch's): their hashes may repeat."""
-        blocks = [b for p in self.pending for b in p[0]]
-        hashes = [h for p in self.pending for h in p[1]]
-        owners = [p[2] for p in self.pending for _ in p[0]]
-        self.new.register_blocks(blocks, hashes, owners)
-        for b, h, o in zip(blocks, hashes, owners):
-            self.ref.register(b, h, o)
+        """Requests admitted in one step register their blocks after all were admitted: copies (P6)."""
+        for full in self.pending:
+            self.register(*full)
         self.pending.clear()
+
+    def grow(self, i: int) -> None:
+        """A held request decodes a block's worth of tokens: the block they fill is registered (continuing its
+        run), and a new block taken if they need one."""
+        if not self.held:
+            return
+        blocks, request = self.held[i % len(self.held)]
+        if request is None or self.new.num_free < 1:
+            return
+        ids, prompt, n, owner = request
+        position, n = n // BS, n + BS
+        request[2] = n
+        if -(-n // BS) > len(blocks):
+            new = self.new.allocate(1)
+            assert new == self.ref.allocate(1)
+            blocks += new
+        h = block_hashes(ids, prompt, n, BS)[position]
+        self.register([blocks[position]], [h], owner, position)
+        self.chains.append((block_hashes(ids, prompt, n, BS), n))
 
     def free(self, i: int) -> None:
         if self.held:
-            blocks = self.held.pop(i % len(self.held))
+            blocks, _ = self.held.pop(i % len(self.held))
             for pool in (self.new, self.ref):
                 pool.free(blocks)
 
@@ -169,7 +190,7 @@ class Both:
             expected += self.ref.allocate(c)
             assert cached.pop(0) == self.ref.num_cached_free
         assert blocks == expected
-        self.held.append(blocks)
+        self.held.append((blocks, None))
 
     def check(self) -> None:
         new, ref = self.new, self.ref
@@ -196,20 +217,24 @@ def test_the_array_pool_matches_the_reference(max_held, small, ops, num_blocks):
         both.check()
 
 
-def test_runs_with_evicted_blocks_and_copies():
-    # found by search: A's blocks are registered late (with C's), so the index holds runs some of whose blocks
-    # were evicted when B and D register the same content again; D's copy of a cached block is a second copy
-    both = Both(5, None)
-    ops = [("admit", ([1, 2, 2], 0, False)), ("free", 3), ("register_pending",), ("decode", [1]), ("free", 3),
-           ("admit", ([2], 0, False)), ("admit", ([2, 1], 1, True)), ("admit", ([1, 1], 1, False))]
-    for op, *args in ops:
-        getattr(both, op)(*args)
-        both.check()
-    runs = [run for group in both.new.index.heads.values() for run in group]
-    assert any(not both.new.hashed[b] for run in runs for b in run.blocks)  # evicted, its run not purged yet
-    both.register_pending()
+def test_a_continued_run_a_copy_and_an_eviction_inside_a_run():
+    both = Both(6, None)
+    both.admit(([1, 2], 0, True))  # A: blocks 0, 1 (one run from position 0)
+    both.grow(0)  # A decodes a block's worth: block 2 at position 2, the same run continued
+    (run,) = both.new.index.heads[block_hashes([1, 2], 8, 8, BS)[0]]
+    assert run.blocks == [0, 1, 2]
+    both.admit(([1, 2], 0, False))  # B: hits block 0 (never the last token), its own block 3 for position 1...
+    both.register_pending()  # ...registered after: a copy of A's block 1 (P6), which still serves
+    h1 = block_hashes([1, 2], 8, 8, BS)[1]
+    assert both.new.cached[h1] == [1, 3] and both.new.lookup(block_hashes([1, 2, 3], 12, 12, BS), 12, BS) == [0, 1]
+    both.free(0)  # A's blocks 1 and 2 go back hashed (block 0 B still holds)
+    both.decode([3])  # three blocks taken: 4, 5 and A's block 2, evicted from the middle of A's run's cache
     both.check()
-    assert any(len(copies) > 1 for copies in both.new.cached.values())
+    assert not both.new.hashed[2] and both.new.hashed[1] and run.blocks == [0, 1, 2]
+    both.free(0)  # B's blocks back, behind A's block 1 (free queue: 1, 3, 0)
+    both.decode([1])  # block 1 taken: evicted, and B's copy (block 3) serves its hash
+    both.check()
+    assert both.new.free_queue == [3, 0] and both.new.cached[h1] == [3]
 
 
 @settings(max_examples=100, deadline=None)

@@ -314,8 +314,8 @@ class FastPath:
         """Prefix caching: steps first .. first+k-1 of the cohort's decodes on the pool, as a step-by-step run
         makes them: each step, in running order, members starting a block take one off the free queue (evicting
         what it cached), then members filling their last block register it (P5). Returns the cached free
-        blocks after each step. Taken as one run, then registered as one: the blocks registered are held, never
-        taken, and nobody frees a block within the stretch, so the pool ends the same."""
+        blocks after each step. The blocks are taken as one run, then registered: the blocks registered are held,
+        never taken, and nobody frees a block within the stretch, so the pool ends the same."""
         kv, cohort = self.prefix_kv, self.cohort
         pool, bs = kv.pool, cohort.block_size
         takers = [cohort.allocating(step) for step in range(first, first + k)]
@@ -324,17 +324,13 @@ class FastPath:
         for members in takers:
             for s in members:
                 s.block_ids.append(next(new))
-        ids, hashes, owners = [], [], []
         for step in range(first, first + k):
             for s in cohort.filling(step):
                 if s.request.hash_ids is None:
                     continue
                 full = (s.num_computed_tokens + step - s.decoding_since + 1) // bs
-                ids.append(s.block_ids[full - 1])
-                hashes.append(kv.hashes(s, full * bs)[full - 1])
-                owners.append(s.index)
+                pool.register(s.block_ids[full - 1], kv.hashes(s, full * bs)[full - 1], s.index, full - 1)
                 s.num_hashed_blocks = full
-        pool.register_blocks(ids, hashes, owners)
         kv.free_blocks = pool.num_free
         return cached
 

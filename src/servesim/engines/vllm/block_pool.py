@@ -243,24 +243,23 @@ class BlockPool:
         if self.evicted is not None:
             self.evicted.update(self.hash_of[blocks].tolist())
 
-    def register(self, block: int, h: BlockHash, owner: int = -1) -> None:
+    def register(self, block: int, h: BlockHash, owner: int = -1, start: int = -1) -> None:
         """A full block is cached under its hash (P5: once scheduled); a second copy is kept, not merged (P6).
-        `owner`: the request that computed it (for explain's "from whose blocks")."""
+        `owner`: the request that computed it (for explain's "from whose blocks"); `start`: its position in the
+        request's chain (-1: not known)."""
         if self.hashed[block]:
             return
         self.hashed[block] = True
         self.hash_of[block] = h
         self.owner[block] = owner
-        self.index.add_one(block, h)
+        self.index.add_one(block, h, owner, start)
 
-    def register_blocks(self, blocks: list[int], hashes: list[BlockHash], owner: int | list[int] = -1) -> None:
-        """`register` for each block in turn, as one: one request's blocks at consecutive positions of its chain
-        (`owner`), or several requests' blocks, one each (`owner`: each block's)."""
-        if isinstance(owner, list) or len(blocks) == 1:
-            for b, h, o in zip(blocks, hashes, owner if isinstance(owner, list) else [owner]):
-                self.register(b, h, o)
-            return
-        if not blocks:
+    def register_blocks(self, blocks: list[int], hashes: list[BlockHash], owner: int = -1, start: int = -1) -> None:
+        """`register` for each block in turn, as one: request `owner`'s blocks at consecutive positions of its
+        chain, from `start`."""
+        if len(blocks) <= 1:
+            if blocks:
+                self.register(blocks[0], hashes[0], owner, start)
             return
         ids = np.array(blocks, np.intp)
         new = ~self.hashed[ids]  # (blocks already registered keep their hash)
@@ -274,7 +273,7 @@ class BlockPool:
         self.hashed[ids] = True
         self.hash_of[ids] = hashes_new
         self.owner[ids] = owner
-        self.index.add(blocks, hashes, ids)
+        self.index.add(blocks, hashes, ids, owner, start)
 
     def lost(self, hashes: Sequence[BlockHash], start: int, limit: int) -> int:
         """Blocks a lookup would have hit from `start` (its first miss) had nothing been evicted: 0 unless that

@@ -103,7 +103,7 @@ class PrefixCachingKV(KVCache):
         full = known // self.block_size
         if full > state.num_hashed_blocks and state.request.hash_ids is not None:
             hashes, start = self.hashes(state, num_tokens_after), state.num_hashed_blocks
-            self.pool.register_blocks(state.block_ids[start:full], hashes[start:full], state.index)
+            self.pool.register_blocks(state.block_ids[start:full], hashes[start:full], state.index, start)
             state.num_hashed_blocks = full
         return True
 
@@ -119,7 +119,7 @@ class PrefixCachingKV(KVCache):
         full = num_tokens // self.block_size
         if full > state.num_hashed_blocks and state.request.hash_ids is not None and state.block_ids:
             hashes, start = self.hashes(state, full * self.block_size), state.num_hashed_blocks
-            self.pool.register_blocks(state.block_ids[start:full], hashes[start:full], state.index)
+            self.pool.register_blocks(state.block_ids[start:full], hashes[start:full], state.index, start)
             state.num_hashed_blocks = full
 
     def free(self, state: RequestState) -> int:

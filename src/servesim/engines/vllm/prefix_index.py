@@ -1,17 +1,18 @@
 """The prefix cache's index (`block_pool.BlockPool`): which cached block serves a hash, kept per run of blocks
 rather than per block.
 
-A run is one registration: one request's blocks at consecutive positions of its chain, with their hashes. The
-index maps the hash at a run's first position to the runs that start with it: one dict entry per run, not one per
-block. A lookup walks a request's chain from block 0: at each position it picks up the runs starting with that
-position's hash, keeps the runs it holds while their hashes agree with the chain, and takes the earliest
-registered block still cached among them (P6). Equal hashes mean equal prefixes (and so the same position), so
-every cached block with a position's hash sits in a run that agrees with the chain from the run's first position
-on, where the walk picked it up: the walk finds what a hash -> blocks dict would.
+A run is one request's blocks at consecutive positions of its chain, with their hashes: what it registers, and
+what it registers next when that continues the run (a prompt's next chunk, a decode's next block). The index maps
+the hash at a run's first position to the runs that start with it: one dict entry per run, not one per block. A
+lookup walks a request's chain from block 0: at each position it picks up the runs starting with that position's
+hash, keeps the runs it holds while their hashes agree with the chain, and takes the earliest registered block
+still cached among them (P6). Equal hashes mean equal prefixes (and so the same position), so every cached block
+with a position's hash sits in a run that agrees with the chain from the run's first position on, where the walk
+picked it up: the walk finds what a hash -> blocks dict would.
 
 A block belongs to the run that registered it (`run_of`) while it stays cached; eviction clears the pool's flag
 and counts it off its run (`live`). A run with no block left is dropped when a walk meets it, and at each purge
-(when the runs hold several times the pool's blocks), which also trims the others to their cached span.
+(when the runs hold several times the pool's blocks), which also trims the others up to their first cached block.
 """
 
 from __future__ import annotations
@@ -22,22 +23,24 @@ import numpy as np
 
 
 class Run:
-    """One registration: `blocks` at consecutive positions, with their `hashes`."""
+    """`blocks` at consecutive positions, with their `hashes`, registered by request `owner`; `end`: the position
+    after the last (-1: not known, the run is not continued)."""
 
-    __slots__ = ("rid", "blocks", "hashes")
+    __slots__ = ("rid", "blocks", "hashes", "owner", "end")
 
-    def __init__(self, rid: int, blocks: list[int], hashes: list[int]) -> None:
-        self.rid, self.blocks, self.hashes = rid, blocks, hashes
+    def __init__(self, rid: int, blocks: list[int], hashes: list[int], owner: int, end: int) -> None:
+        self.rid, self.blocks, self.hashes, self.owner, self.end = rid, blocks, hashes, owner, end
 
 
 class RunIndex:
     """The runs by their first hash, over the pool's `hashed` flags (the same array)."""
 
-    __slots__ = ("hashed", "heads", "run_of", "seq", "live", "next_rid", "next_seq", "held", "max_held")
+    __slots__ = ("hashed", "heads", "open", "run_of", "seq", "live", "next_rid", "next_seq", "held", "max_held")
 
     def __init__(self, hashed: np.ndarray) -> None:
         self.hashed = hashed
         self.heads: dict[int, list[Run]] = {}
+        self.open: dict[int, Run] = {}  # each request's last run (its next registration may continue it)
         self.run_of = np.full(len(hashed), -1, np.intp)  # each cached block's run
         self.seq = np.zeros(len(hashed), np.int64)  # each cached block's place in the order of registration
         self.live = np.zeros(1024, np.intp)  # cached blocks per run (by run id)
@@ -45,31 +48,42 @@ class RunIndex:
         self.held = 0  # blocks in the runs' lists
         self.max_held = 4 * len(hashed) + 1024  # `held` that triggers a purge
 
-    def add(self, blocks: list[int], hashes: list[int], new: np.ndarray) -> None:
-        """A run of `blocks` with `hashes`; `new`: the blocks it registers (the others are cached by other runs)."""
-        rid = self._new_run(blocks, hashes)
+    def add(self, blocks: list[int], hashes: list[int], new: np.ndarray, owner: int, start: int) -> None:
+        """Request `owner` registers `blocks` with `hashes` from position `start` (-1: not known); `new`: the
+        blocks it caches (the others are cached by other runs)."""
+        rid = self._run(blocks, hashes, owner, start)
         n = len(new)
         self.run_of[new] = rid
         self.seq[new] = np.arange(self.next_seq, self.next_seq + n)
         self.next_seq += n
-        self.live[rid] = n
+        self.live[rid] += n
 
-    def add_one(self, block: int, h: int) -> None:
-        rid = self._new_run([block], [h])
+    def add_one(self, block: int, h: int, owner: int, start: int) -> None:
+        rid = self._run([block], [h], owner, start)
         self.run_of[block] = rid
         self.seq[block] = self.next_seq
         self.next_seq += 1
-        self.live[rid] = 1
+        self.live[rid] += 1
 
-    def _new_run(self, blocks: list[int], hashes: list[int]) -> int:
+    def _run(self, blocks: list[int], hashes: list[int], owner: int, start: int) -> int:
+        """The run these blocks go in: the owner's last one if they continue it, else a new one."""
+        self.held += len(blocks)
+        run = self.open.get(owner) if start >= 0 else None
+        if run is not None and run.end == start:
+            run.blocks += blocks
+            run.hashes += hashes
+            run.end += len(blocks)
+            return run.rid
         if self.held > self.max_held:
             self.purge()
         rid = self.next_rid
         self.next_rid += 1
         if rid == len(self.live):
             self.live = np.concatenate((self.live, np.zeros(rid, np.intp)))
-        self.heads.setdefault(hashes[0], []).append(Run(rid, blocks, hashes))
-        self.held += len(blocks)
+        run = Run(rid, list(blocks), list(hashes), owner, start + len(blocks) if start >= 0 else -1)
+        self.heads.setdefault(hashes[0], []).append(run)
+        if start >= 0:
+            self.open[owner] = run
         return rid
 
     def evict(self, blocks: np.ndarray) -> None:
@@ -112,11 +126,21 @@ class RunIndex:
                 self.heads[h] = alive
             else:
                 del self.heads[h]
+            for run in runs:
+                self._close(run)
         return alive
+
+    def _close(self, run: Run) -> None:
+        """A run without cached blocks leaves the index: it is not continued either."""
+        if not self.live.item(run.rid) and self.open.get(run.owner) is run:
+            del self.open[run.owner]
 
     def purge(self) -> None:
         """Drop the runs with no cached block; trim the others to the span of their cached blocks."""
-        runs = [run for group in self.heads.values() for run in group if self.live.item(run.rid)]
+        runs = [run for group in self.heads.values() for run in group]
+        for run in runs:
+            self._close(run)
+        runs = [run for run in runs if self.live.item(run.rid)]
         self.heads, self.held = {}, 0
         for run in runs:
             if self.live.item(run.rid) < len(run.blocks):
@@ -126,7 +150,7 @@ class RunIndex:
         self.max_held = max(self.max_held, 2 * self.held)
 
     def _trim(self, run: Run) -> None:
+        """Drop the run's blocks before its first cached one (its end stays where it is, to be continued)."""
         blocks = np.array(run.blocks, np.intp)
-        mine = np.flatnonzero(self.hashed[blocks] & (self.run_of[blocks] == run.rid))
-        first, last = int(mine[0]), int(mine[-1]) + 1
-        run.blocks, run.hashes = run.blocks[first:last], run.hashes[first:last]
+        first = int(np.argmax(self.hashed[blocks] & (self.run_of[blocks] == run.rid)))
+        run.blocks, run.hashes = run.blocks[first:], run.hashes[first:]
