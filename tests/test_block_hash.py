@@ -4,7 +4,15 @@ the same integers."""
 from hypothesis import given
 from hypothesis import strategies as st
 
-from servesim.engines.vllm.block_hash import _TABLES, _chain, _chain_np, _codes, _codes_np, block_hashes
+from servesim.engines.vllm.block_hash import (
+    _TABLES,
+    _chain,
+    _chain_np,
+    _codes,
+    _codes_np,
+    block_hashes,
+    extend_generated,
+)
 
 BS = 4
 
@@ -20,6 +28,10 @@ def test_chains_are_the_same_in_numpy_and_in_python(ids, short, generated):
     assert _chain_np(_codes_np(ids, n, BS, 0, end), 0, 0) == slow
     assert block_hashes(ids, n, num_tokens, BS) == slow
     assert block_hashes(ids, n, num_tokens, BS, known=slow[:end // 2]) == slow
+    prompt = block_hashes(ids, n, -(-n // BS) * BS, BS)  # every block holding a prompt token
+    if prompt and len(prompt) <= end:
+        extend_generated(prompt, end, BS)  # then generated tokens only, as a decode extends it
+        assert prompt == slow
 
 
 def test_split_and_grouped_ids_hash_alike_in_numpy_and_in_python():

@@ -123,6 +123,15 @@ def _generated_code(block_size: int) -> int:
     return _with_generated(_T_GEN, block_size)
 
 
+def extend_generated(known: list[int], end: int, block_size: int) -> None:
+    """`block_hashes` past the prompt: blocks len(known)..end-1 hold generated tokens only (a decode's next)."""
+    _TABLES.grow(end)
+    pos, code, parent = _TABLES.pos_list, _generated_code(block_size), known[-1]
+    for j in range(len(known), end):
+        parent = (parent * _B + code + pos[j]) & MASK
+        known.append(parent)
+
+
 def block_hashes(hash_ids: Sequence[object], prompt_len: int, num_tokens: int, block_size: int,
                  known: list[int] | None = None) -> list[int]:
     """The chained identities of a request's full blocks, over its first `num_tokens` tokens (prompt, then

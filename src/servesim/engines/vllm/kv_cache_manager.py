@@ -7,7 +7,7 @@ from __future__ import annotations
 from servesim.engine.kv import KVCache, split_hash_ids
 from servesim.engine.request import RequestState
 from servesim.engine.token_runs import LiveSteps
-from servesim.engines.vllm.block_hash import block_hashes
+from servesim.engines.vllm.block_hash import block_hashes, extend_generated
 from servesim.engines.vllm.block_pool import BlockPool
 
 
@@ -54,11 +54,13 @@ class PrefixCachingKV(KVCache):
         r, bs = state.request, self.block_size
         if r.hash_ids is None:
             return []
-        known = state.block_hashes
-        if known is None or len(known) < num_tokens // bs:
-            past_prompt = known is not None and len(known) * bs >= r.hashed_len  # (its ids are not read)
-            ids = () if past_prompt else split_hash_ids(r, bs)
-            known = state.block_hashes = block_hashes(ids, r.hashed_len, num_tokens, bs, known)
+        known, end = state.block_hashes, num_tokens // bs
+        if known is not None and len(known) >= end:
+            return known
+        if known and len(known) * bs >= r.hashed_len:  # past the prompt: generated tokens only
+            extend_generated(known, end, bs)
+            return known
+        known = state.block_hashes = block_hashes(split_hash_ids(r, bs), r.hashed_len, num_tokens, bs, known)
         return known
 
     def lookup(self, state: RequestState) -> list[int]:

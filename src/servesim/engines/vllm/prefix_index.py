@@ -18,6 +18,7 @@ and counts it off its run (`live`). A run with no block left is dropped when a w
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import compress, count
 
 import numpy as np
 
@@ -95,27 +96,54 @@ class RunIndex:
 
     def walk(self, hashes: Sequence[int], limit: int, stop: bool) -> list[int | None]:
         """The earliest registered cached block with each of hashes[:limit] (a chain from block 0), up to the first
-        one without (`stop`) or None there."""
-        hashed, run_of, seq = self.hashed.item, self.run_of.item, self.seq.item
-        active: list[tuple[Run, int]] = []  # the runs agreeing with the chain so far, with their first position
+        one without (`stop`) or None there. From each position where runs start to the next, the runs held are
+        followed over the whole stretch at once."""
         out: list[int | None] = []
-        for p in range(limit):
-            h = hashes[p]
-            if h in self.heads:
-                active += [(run, p) for run in self._alive(h)]
-            best, keep = -1, []
-            for run, at in active:
-                k = p - at
-                if k < len(run.hashes) and run.hashes[k] == h:
-                    keep.append((run, at))
-                    b = run.blocks[k]
-                    if hashed(b) and run_of(b) == run.rid and (best < 0 or seq(b) < seq(best)):
-                        best = b
-            active = keep
-            if best < 0 and stop:
-                break
-            out.append(best if best >= 0 else None)
+        active: list[tuple[Run, int]] = []  # the runs agreeing with the chain, with their first position
+        p = 0
+        while p < limit:
+            if hashes[p] in self.heads:
+                active += [(run, p) for run in self._alive(hashes[p])]
+            reach = [(run, at, _agree(run.hashes, p - at, hashes, p, limit)) for run, at in active]
+            active = [(run, at) for run, at, n in reach if n]
+            ahead = max((n for *_, n in reach), default=0)
+            if not ahead:  # no run holds position p
+                if stop:
+                    break
+                out.append(None)
+                p += 1
+                continue
+            more = compress(count(p + 1), map(self.heads.__contains__, hashes[p + 1:p + ahead]))
+            e = next(more, p + ahead)  # the next position where runs start, or where the runs held stop agreeing
+            found = self._stretch(reach, p, e)
+            out += found
+            if stop and None in found:
+                return out[:out.index(None)]
+            p = e
         return out
+
+    def _stretch(self, reach: list[tuple[Run, int, int]], p: int, e: int) -> list[int | None]:
+        """Positions p..e-1 (no run starts after p): each one's earliest registered cached block among the runs
+        agreeing with the chain there (`reach`: each run, its first position, and how far from p it agrees)."""
+        spans = [self._cached(run, p - at, min(n, e - p)) for run, at, n in reach if n]
+        if len(spans) == 1:
+            return spans[0] + [None] * (e - p - len(spans[0]))
+        return [self._earliest(spans, i) for i in range(e - p)]
+
+    def _cached(self, run: Run, k: int, n: int) -> list[int | None]:
+        """The run's blocks k..k+n-1 where it still caches them, else None."""
+        blocks = run.blocks[k:k + n]
+        if n < 8:
+            hashed, run_of = self.hashed.item, self.run_of.item
+            return [b if hashed(b) and run_of(b) == run.rid else None for b in blocks]
+        ids = np.array(blocks, np.intp)
+        mine = self.hashed[ids] & (self.run_of[ids] == run.rid)
+        return blocks if mine.all() else [b if m else None for b, m in zip(blocks, mine.tolist())]
+
+    def _earliest(self, spans: list[list[int | None]], i: int) -> int | None:
+        """Of several runs' blocks at one position, the earliest registered (P6)."""
+        blocks = [span[i] for span in spans if i < len(span) and span[i] is not None]
+        return min(blocks, key=self.seq.item) if blocks else None
 
     def _alive(self, h: int) -> list[Run]:
         """The runs starting with hash h that still have a cached block (the others leave the index)."""
@@ -154,3 +182,17 @@ class RunIndex:
         blocks = np.array(run.blocks, np.intp)
         first = int(np.argmax(self.hashed[blocks] & (self.run_of[blocks] == run.rid)))
         run.blocks, run.hashes = run.blocks[first:], run.hashes[first:]
+
+
+def _agree(theirs: list[int], k: int, chain: Sequence[int], p: int, limit: int) -> int:
+    """How many hashes a run's from its k-th on share with the chain's from position p, up to `limit` (once apart,
+    they stay apart): compared in windows that double while they agree."""
+    n, window = 0, 32
+    while True:
+        m = min(window, limit - p - n, len(theirs) - k - n)
+        if m <= 0:
+            return n
+        a, b = theirs[k + n:k + n + m], chain[p + n:p + n + m]
+        if a != b:
+            return n + next(i for i, (x, y) in enumerate(zip(a, b)) if x != y)
+        n, window = n + m, 2 * window
