@@ -8,16 +8,16 @@ are all one token id, never a prompt token). Each content at each position j bec
 
     h_j = h_(j-1) * B + c_j  (h_-1 = 0),  that is  h_j = B^j * sum_(i<=j) c_i * B^-i
 
-(B odd, so invertible mod 2^64): over a run of blocks a cumulative sum in uint64 numpy arithmetic, which wraps
-mod 2^64. Equal prefixes give equal chains. Collisions: codes are splitmix64 mixes of the content (ints as
-themselves, tuples of ints element by element, anything else by Python's 64-bit hash of its text, so that ints
-whose own hashes collide, `hash(-1) == hash(-2)`, stay apart) plus a mixed position key. Taking the codes of
-distinct (content, position) pairs as independent uniform 64-bit values, two different prefixes differ at some
-position (or one is longer) by an odd multiple (a power of B) of a uniform value, so they collide with chance
-2^-64: about n^2 / 2^65 for n blocks, as with vLLM's own hashes and the Python tuple hashes this replaced.
+(B odd, so invertible mod 2^64): over a run of blocks a cumulative sum in uint64 numpy arithmetic, which wraps mod
+2^64. Equal prefixes give equal chains. Collisions: codes are splitmix64 mixes of the content (ints as themselves,
+tuples of ints element by element) or, for anything else, Python's 64-bit hash of its text (SipHash; the text, so
+that ints whose own hashes collide, `hash(-1) == hash(-2)`, stay apart), plus a mixed position key. Taking the codes
+of distinct (content, position) pairs as independent uniform 64-bit values, two different prefixes differ at some
+position (or one is longer) by an odd multiple (a power of B) of a uniform value, so they collide with chance 2^-64:
+about n^2 / 2^65 for n blocks, as with vLLM's own hashes and the Python tuple hashes this replaced.
 
 Short extensions (a decode filling its next block) are computed in Python with the same arithmetic; both ways
-give the same integers (tests/test_block_pool.py checks it).
+give the same integers (tests/test_block_hash.py checks it).
 """
 
 from __future__ import annotations
@@ -107,9 +107,9 @@ def content_code(hid: object) -> int:
     """A prompt block's id as a 64-bit code (see the module's docstring)."""
     if _is_uint64(hid):
         return _int_code(hid)
-    if type(hid) is tuple and hid and all(_is_uint64(x) for x in hid):
+    if type(hid) is tuple and hid and _is_uint64(hid[0]) and all(_is_uint64(x) for x in hid):
         return _tuple_code(hid)
-    return _mix((hash(repr(hid)) + _T_OBJ) & MASK)
+    return (hash(repr(hid)) + _T_OBJ) & MASK  # (a string's hash: already 64 bits of SipHash)
 
 
 def _with_generated(code: int, generated: int) -> int:

@@ -47,12 +47,13 @@ class FreeQueue:
     out of room the live blocks are moved to the middle (with room for 3x the pool, after at least a pool's worth
     of pushes)."""
 
-    __slots__ = ("q", "at", "lo", "hi")
+    __slots__ = ("q", "at", "lo", "hi", "holes")
 
     def __init__(self, num_blocks: int) -> None:
         self.q = np.full(3 * num_blocks + 3, -1, np.intp)
         self.at = np.full(num_blocks, -1, np.intp)
         self.lo = self.hi = num_blocks + 1
+        self.holes = 0  # -1s in q[lo:hi]
         self.push_back(np.arange(num_blocks))
 
     def order(self) -> list[int]:
@@ -64,6 +65,7 @@ class FreeQueue:
         b = q.item(lo)
         while b < 0:
             lo += 1
+            self.holes -= 1
             b = q.item(lo)
         self.lo = lo + 1
         self.at[b] = -1
@@ -71,18 +73,16 @@ class FreeQueue:
 
     def pop(self, n: int) -> np.ndarray:
         """The first `n` free blocks (the caller checked there are that many)."""
-        q, lo = self.q, self.lo
-        out = q[lo:lo + n].copy()
-        lo += n
-        if n and out.min() < 0:  # holes: skip them
-            out = out[out >= 0]
-            parts = [out]
-            while len(out) < n:
-                more = q[lo:lo + n - len(out)]
-                lo += len(more)
-                parts.append(more[more >= 0])
-                out = np.concatenate(parts)
-        self.lo = lo
+        lo = self.lo
+        if not self.holes or not n:
+            out = self.q[lo:lo + n].copy()
+            self.lo = lo + n
+        else:  # the first n blocks lie within n + holes slots
+            window = self.q[lo:lo + n + self.holes]
+            taken = np.flatnonzero(window >= 0)[:n]
+            out = window[taken]
+            used = int(taken[-1]) + 1
+            self.lo, self.holes = lo + used, self.holes - (used - n)
         self.at[out] = -1
         return out
 
@@ -108,6 +108,7 @@ class FreeQueue:
     def remove(self, blocks: np.ndarray) -> None:
         self.q[self.at[blocks]] = -1
         self.at[blocks] = -1
+        self.holes += len(blocks)
 
     def _recenter(self) -> None:
         live = self.q[self.lo:self.hi]
@@ -115,6 +116,7 @@ class FreeQueue:
         self.q.fill(-1)
         self.lo = (len(self.q) - len(live)) // 2
         self.hi = self.lo + len(live)
+        self.holes = 0
         self.q[self.lo:self.hi] = live
         self.at[live] = np.arange(self.lo, self.hi)
 
