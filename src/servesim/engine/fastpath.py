@@ -311,24 +311,26 @@ class FastPath:
         return len(done)
 
     def _pool_steps(self, first: int, k: int) -> list[int]:
-        """Prefix caching: steps first .. first+k-1 of the cohort's decodes on the pool, in a step-by-step run's
-        order: each step, in running order, members starting a block take one off the free queue (evicting
+        """Prefix caching: steps first .. first+k-1 of the cohort's decodes on the pool, as a step-by-step run
+        makes them: each step, in running order, members starting a block take one off the free queue (evicting
         what it cached), then members filling their last block register it (P5). Returns the cached free
-        blocks after each step."""
+        blocks after each step. The blocks are taken as one run, then registered: the blocks registered are held,
+        never taken, and nobody frees a block within the stretch, so the pool ends the same."""
         kv, cohort = self.prefix_kv, self.cohort
         pool, bs = kv.pool, cohort.block_size
-        cached = []
+        takers = [cohort.allocating(step) for step in range(first, first + k)]
+        blocks, cached = pool.allocate_runs([len(members) for members in takers])
+        new = iter(blocks)
+        for members in takers:
+            for s in members:
+                s.block_ids.append(next(new))
         for step in range(first, first + k):
-            for s in cohort.allocating(step):
-                s.block_ids += pool.allocate(1)
             for s in cohort.filling(step):
                 if s.request.hash_ids is None:
                     continue
                 full = (s.num_computed_tokens + step - s.decoding_since + 1) // bs
-                hashes = kv.hashes(s, full * bs)
-                pool.register(s.block_ids[full - 1], hashes[full - 1], s.index)
+                pool.register(s.block_ids[full - 1], kv.hashes(s, full * bs)[full - 1], s.index, full - 1)
                 s.num_hashed_blocks = full
-            cached.append(pool.num_cached_free)
         kv.free_blocks = pool.num_free
         return cached
 

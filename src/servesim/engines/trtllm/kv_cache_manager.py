@@ -72,11 +72,9 @@ class ReuseKV(PrefixCachingKV):
     def find_new_context_block(self, state: RequestState) -> object | None:
         """BlockManager::findNewContextBlock: the key (chained hash) of the first full context block not in the
         cache; None when every full block is (or it has none, or no block identities)."""
-        cached = self.pool.cached
-        for h in self.hashes(state, state.num_tokens):
-            if h not in cached:
-                return h
-        return None
+        hashes = self.hashes(state, state.num_tokens)
+        n = self.pool.cached_prefix(hashes)
+        return hashes[n] if n < len(hashes) else None
 
     def scheduling_remove_sequence(self, state: RequestState) -> int:
         """schedulingRemoveSequence: the blocks a paused request would give back for this step's books (those no

@@ -7,6 +7,8 @@ from __future__ import annotations
 from servesim.engine.kv import KVCache, split_hash_ids
 from servesim.engine.request import RequestState
 from servesim.engine.token_runs import LiveSteps
+from servesim.engines.vllm.block_hash import block_hashes, extend_generated
+from servesim.engines.vllm.block_pool import BlockPool
 
 
 class PrefixCachingKV(KVCache):
@@ -20,8 +22,6 @@ class PrefixCachingKV(KVCache):
 
     def __init__(self, block_size: int, num_gpu_blocks: int, track_evictions: bool = False,
                  async_scheduling: bool = False) -> None:
-        from servesim.engines.vllm.block_pool import BlockPool
-
         super().__init__(block_size, num_gpu_blocks, None)
         self.pool = BlockPool(self.usable_blocks, track_evictions)
         self.query_tokens = self.hit_tokens = 0  # vLLM's prefix-cache counters: tokens looked up, tokens hit
@@ -39,7 +39,7 @@ class PrefixCachingKV(KVCache):
         n, hit_tokens = state.num_tokens, len(hits) * self.block_size
         if state.first_cached_tokens < 0:
             state.first_cached_tokens = hit_tokens
-            state.cached_from = self.pool.owner[hits[-1]] if hits else -1
+            state.cached_from = int(self.pool.owner[hits[-1]]) if hits else -1
         self.query_tokens += n
         self.hit_tokens += hit_tokens
         if self.pool.evicted is not None and state.request.hash_ids is not None:
@@ -51,15 +51,16 @@ class PrefixCachingKV(KVCache):
 
     def hashes(self, state: RequestState, num_tokens: int) -> list:
         """The chained hashes of `state`'s full blocks over its first `num_tokens` tokens (kept as they grow)."""
-        from servesim.engines.vllm.block_pool import block_hashes
-
         r, bs = state.request, self.block_size
         if r.hash_ids is None:
             return []
-        known = state.block_hashes
-        if known is None or len(known) < num_tokens // bs:
-            ids = split_hash_ids(r, bs)
-            known = state.block_hashes = block_hashes(ids, r.hashed_len, num_tokens, bs, known)
+        known, end = state.block_hashes, num_tokens // bs
+        if known is not None and len(known) >= end:
+            return known
+        if known and len(known) * bs >= r.hashed_len:  # past the prompt: generated tokens only
+            extend_generated(known, end, bs)
+            return known
+        known = state.block_hashes = block_hashes(split_hash_ids(r, bs), r.hashed_len, num_tokens, bs, known)
         return known
 
     def lookup(self, state: RequestState) -> list[int]:
@@ -103,10 +104,8 @@ class PrefixCachingKV(KVCache):
             known = min(known, state.num_tokens - 1)
         full = known // self.block_size
         if full > state.num_hashed_blocks and state.request.hash_ids is not None:
-            hashes = self.hashes(state, num_tokens_after)
-            pool, ids = self.pool, state.block_ids
-            for i in range(state.num_hashed_blocks, full):
-                pool.register(ids[i], hashes[i], state.index)
+            hashes, start = self.hashes(state, num_tokens_after), state.num_hashed_blocks
+            self.pool.register_blocks(state.block_ids[start:full], hashes[start:full], state.index, start)
             state.num_hashed_blocks = full
         return True
 
@@ -121,9 +120,8 @@ class PrefixCachingKV(KVCache):
         verified drafts, the accepted ones' blocks (`update_from_output`, 2395-2415)."""
         full = num_tokens // self.block_size
         if full > state.num_hashed_blocks and state.request.hash_ids is not None and state.block_ids:
-            hashes = self.hashes(state, full * self.block_size)
-            for i in range(state.num_hashed_blocks, full):
-                self.pool.register(state.block_ids[i], hashes[i], state.index)
+            hashes, start = self.hashes(state, full * self.block_size), state.num_hashed_blocks
+            self.pool.register_blocks(state.block_ids[start:full], hashes[start:full], state.index, start)
             state.num_hashed_blocks = full
 
     def free(self, state: RequestState) -> int:
