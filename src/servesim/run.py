@@ -167,21 +167,11 @@ class Run:
     def unspeculative(self) -> SimResult | None:
         """The same run without speculative decoding (the same KV pool: speculation's effect on time alone), when
         the workload is known and the run speculated."""
-        from dataclasses import replace
-
-        from servesim.engines.registry import engine_for
+        from servesim.analysis.speculation import plain_run
 
         if self.workload is None or self.cost is None:
             return None
-        own = engine_for(self.result.policy).unspeculative  # (an engine's own flags: SGLang's)
-        if own is not None:
-            cfg = own(self.result.config)
-        elif self.result.config.speculative_config is not None:
-            cfg = replace(self.result.config, speculative_config=None, acceptance_rate=None,
-                          kv_bytes_per_token=EngineConfig().kv_bytes_per_token)  # (the target's alone, derived again)
-        else:
-            cfg = None
-        return None if cfg is None else simulate(self.workload, cfg, self.result.policy, self.cost)
+        return plain_run(self.result, self.workload, self.cost)
 
     def plot_timeline(self) -> Any:
         """A plotly figure: request Gantt, tokens per step against the budget, KV blocks, queues (the report's)."""

@@ -10,10 +10,15 @@ steps', and the gain falls.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
 import numpy as np
 
 from servesim.analysis.words import ms
 from servesim.engine.result import SimResult
+from servesim.engines.config import EngineConfig
 
 
 def speculation_sentences(result: SimResult, plain: SimResult | None = None) -> list[str]:
@@ -41,6 +46,45 @@ def speculation_sentences(result: SimResult, plain: SimResult | None = None) -> 
     return out
 
 
+def speculates(result: Any) -> bool:
+    """Whether a run (a `SimResult`; a cluster's is not compared) drafted anything."""
+    spec = getattr(result, "spec_decoding", None)
+    return spec is not None and bool(spec.num_drafts)
+
+
+def plain_config(config: EngineConfig, policy: str) -> EngineConfig | None:
+    """A resolved speculative run's config without speculative decoding, on the same KV pool (speculation's effect
+    on time alone): the engine's own (SGLang's flags) or vLLM's `speculative_config` dropped; None when the run did
+    not speculate."""
+    from servesim.engines.registry import engine_for
+
+    own = engine_for(policy).unspeculative
+    if own is not None:
+        return own(config)
+    if config.speculative_config is None:
+        return None
+    return replace(config, speculative_config=None, acceptance_rate=None,
+                   kv_bytes_per_token=EngineConfig().kv_bytes_per_token)  # (the target's alone, derived again)
+
+
+def plain_run(result: SimResult, requests: Sequence[Any], cost: Any) -> SimResult | None:
+    """The same requests run again without speculation (`plain_config`), its step log kept; None when `result`
+    did not speculate."""
+    from servesim.engine import simulate
+
+    cfg = plain_config(result.config, result.policy) if speculates(result) else None
+    return None if cfg is None else simulate(requests, cfg, result.policy, cost, record="summary")
+
+
+def speedup(result: SimResult, plain: SimResult) -> float | None:
+    """Mean TPOT without speculation over mean TPOT with it (>1: speculation paid), as vllm bench serve means
+    them; None where a run has no TPOT (every output one token)."""
+    from servesim.analysis.benchmark import benchmark_metrics
+
+    a, b = benchmark_metrics(plain)["tpot"].mean, benchmark_metrics(result)["tpot"].mean
+    return a / b if a and b else None
+
+
 def decode_step_times(result: SimResult) -> dict[int, float]:
     """Mean duration of the decode-only steps at each batch size (requests decoding)."""
     log = result.step_log
@@ -54,15 +98,22 @@ def decode_step_times(result: SimResult) -> dict[int, float]:
     return out
 
 
+def gains(result: SimResult, plain: SimResult) -> dict[int, float]:
+    """Per decoding request, a verify step's tokens per second over a plain decode step's, at each batch size both
+    runs decoded at alone (no prefill beside): acceptance length x plain step time / verify step time."""
+    with_spec, without = decode_step_times(result), decode_step_times(plain)
+    length = result.spec_decoding.acceptance_length
+    return {b: length * without[b] / with_spec[b] for b in sorted(set(with_spec) & set(without))}
+
+
 def crossover(result: SimResult, plain: SimResult) -> str | None:
     """The gain per decoding request at the smallest and largest batch both runs decoded at, and the batch size
     past which it falls below 1 (if it does)."""
     with_spec, without = decode_step_times(result), decode_step_times(plain)
-    sizes = sorted(set(with_spec) & set(without))
-    if not sizes:
+    gain = gains(result, plain)
+    if not gain:
         return None
-    length = result.spec_decoding.acceptance_length
-    gain = {b: length * without[b] / with_spec[b] for b in sizes}
+    sizes = sorted(gain)
     lo, hi = sizes[0], sizes[-1]
     text = (f"Per decoding request, a verify step brought {gain[lo]:.2f}x the tokens per second of a plain one at "
             f"batch size {lo} ({ms(with_spec[lo])} against {ms(without[lo])} a step)")

@@ -234,15 +234,24 @@ def print_sweep(rows: list[dict], axes: Any, workload: str, wall_s: float) -> No
               title_justify="left")
     for c in cols:  # (fold, never cut: a narrow terminal wraps a number rather than end it in an ellipsis)
         t.add_column(SHORT.get(c, c), overflow="fold")
-    for head in ("req/s", "tok/s/GPU", "TTFT p99", "TPOT p99", "SLO %", "$/Mtok", "over", "*"):
+    spec = any("speculation_speedup" in r for r in rows)  # (a speculating engine's rows: `plan.sweep`)
+    for head in ("req/s", "tok/s/GPU", "TTFT p99", "TPOT p99", *(["spec x"] if spec else []), "SLO %", "$/Mtok",
+                 "over", "*"):
         t.add_column(head, justify="right", overflow="fold")
     for r in rows:
         key = [str(r.get(c if c in r else f"engine_{c}")) for c in cols]
         t.add_row(*key, _f(r["request_throughput"]), _f(r["output_throughput_per_gpu"], ".1f"),
-                  _f(r["p99_ttft_ms"], ".1f"), _f(r["p99_tpot_ms"], ".2f"), _f(r["slo_attainment"], ".1f"),
+                  _f(r["p99_ttft_ms"], ".1f"), _f(r["p99_tpot_ms"], ".2f"),
+                  *([_f(r.get("speculation_speedup"))] if spec else []), _f(r["slo_attainment"], ".1f"),
                   _f(r["cost_per_million_output_tokens"], ".3f"), "YES" if r["overloaded"] else "",
                   "*" if r["pareto"] else "")
     console.print(t)
+    if spec:
+        from servesim.plan.sweep import speculation_lines
+
+        console.print("spec x: mean TPOT without speculative decoding / with it, the same point run again without it")
+        for line in speculation_lines(rows, axes.swept()):
+            console.print(line)
     print(f"servesim: note: {plural(len(rows), 'point')} in {wall_s:.1f} s wall time", file=sys.stderr)
 
 

@@ -93,17 +93,20 @@ def report(
                               "side by side: give one or the other")
         c = opts.simulate_cluster(reqs, cfg, policy, cm, "full")
         notes = [f"a cluster of {len(c.replicas)} replicas behind the {c.router} router: one section per replica"]
-        results = list(zip(c.names, c.replicas))
+        results, plains = list(zip(c.names, c.replicas)), {}
         rejected_note(c.cluster)
     else:
         with SimProgress() as progress:
             runs, notes = report_runs(reqs, cfg, cm, policy, policies, set_, progress)
         results = [(r.label, r.result) for r in runs]
         rejected_note(max((r.result for r in runs), key=lambda r: len(r.rejected)))
+        from servesim.analysis.speculation import plain_run
+
+        plains = {r.label: plain_run(r.result, reqs, cm) for r in runs}  # explain's twin: what speculation changed
     note(opts.lesson_note(policy))
     for n in notes:
         note(n)
-    views = [run_view(label, r) for label, r in results]
+    views = [run_view(label, r, plain=plains.get(label)) for label, r in results]
     meta = (f"servesim {__version__} · workload {opts.workload} ({len(reqs):,} requests) · {cm.name} cost · "
             f"simulated time; built offline")
     size = write_report(output, views, f"servesim report: {opts.workload}", meta, notes)

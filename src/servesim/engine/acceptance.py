@@ -17,6 +17,7 @@ draw what step by step draws.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from servesim.errors import ConfigError
@@ -67,10 +68,11 @@ class Acceptance:
         return total
 
 
-def parse_rates(text: str) -> tuple[float, ...]:
-    """`--acceptance-rate 0.8` or `0.9,0.8,0.7` (one per draft position)."""
+def parse_rates(text: str | float | Sequence[float]) -> tuple[float, ...]:
+    """`--acceptance-rate 0.8` or `0.9,0.8,0.7` (one per draft position); the API's number or list too."""
     out = []
-    for part in text.split(","):
+    parts = text.split(",") if isinstance(text, str) else [text] if isinstance(text, int | float) else list(text)
+    for part in parts:
         try:
             r = float(part)
         except ValueError:

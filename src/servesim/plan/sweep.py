@@ -15,8 +15,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from servesim.analysis.benchmark import DEFAULT_PERCENTILES, benchmark_metrics, to_json
+from servesim.analysis.benchmark import DEFAULT_PERCENTILES, benchmark_metrics, spec_decode_json, to_json
 from servesim.analysis.overload import detect_overload
+from servesim.analysis.speculation import plain_run, speculates, speedup
 from servesim.engine import simulate
 from servesim.engine.result import SimResult
 from servesim.errors import ServesimError
@@ -87,8 +88,26 @@ def simulate_point(base: Any, point: Point, record: str = "summary") -> tuple[An
 
 
 def evaluate(task: Task) -> dict[str, Any]:
+    """The point's row; a speculating engine's also says what speculation did against the same run without it
+    (`speculation_columns`: a second run of the point)."""
     result, cost = simulate_point(task.base, task.point)
-    return measure(task.point, result, cost, task.measure)
+    row = measure(task.point, result, cost, task.measure)
+    if speculates(result) and not is_cluster(result):
+        plain = plain_run(result, requests_of(point_options(task.base, task.point)), cost)
+        row.update(speculation_columns(result, plain))
+    return row
+
+
+def speculation_columns(result: SimResult, plain: SimResult) -> dict[str, Any]:
+    """The same point without speculative decoding (its config otherwise the same, the same KV pool): its mean
+    TPOT and output throughput, and `speculation_speedup`, mean TPOT without over with (below 1: verifying drafts
+    cost more than they saved); and vllm bench serve's spec_decode_* counts, its per-position rates left out."""
+    m = benchmark_metrics(plain)
+    counts = {k: v for k, v in spec_decode_json(result.spec_decoding).items()
+              if k != "spec_decode_per_position_acceptance_rates"}  # (a row is flat: CSV and Parquet columns)
+    return counts | {"mean_tpot_ms_without_speculation": m["tpot"].mean,
+            "output_throughput_without_speculation": m.output_throughput,
+            "speculation_speedup": speedup(result, plain)}
 
 
 def measure(point: Point, result: SimResult | Any, cost: Any, how: Measure) -> dict[str, Any]:
@@ -119,6 +138,31 @@ def measure(point: Point, result: SimResult | Any, cost: Any, how: Measure) -> d
     row["usd_per_gpu_hour"] = price
     row["cost_per_million_output_tokens"] = cost_per_million_tokens(price, num_gpus, m.output_throughput)
     return row
+
+
+def speculation_lines(rows: Sequence[dict[str, Any]], axes: Sequence[str]) -> list[str]:
+    """Per configuration (the swept axes but the offered load) that speculated: its speedup at the lowest and
+    highest load, and the first load at which it fell below 1 (verifying drafts cost more than they saved)."""
+    load = [a for a in ("request_rate", "rate_scale") if a in axes]
+    groups: dict[tuple, list[dict[str, Any]]] = {}
+    for r in rows:
+        if r.get("speculation_speedup") is not None:
+            key = tuple((a, r.get(a, r.get(f"engine_{a}"))) for a in axes if a not in load)
+            groups.setdefault(key, []).append(r)
+    out = []
+    for key, group in groups.items():
+        name = ", ".join(f"{a}={v}" for a, v in key)
+        at = (lambda r: f"{load[0]} {r[load[0]]:g}") if load else (lambda r: "this load")
+        first, last = group[0], group[-1]
+        text = (f"{name + ': ' if name else ''}speculation's speedup (mean TPOT without it / with it) "
+                f"{first['speculation_speedup']:.2f}x at {at(first)}")
+        if last is not first:
+            text += f", {last['speculation_speedup']:.2f}x at {at(last)}"
+        losing = [r for r in group if r["speculation_speedup"] < 1]
+        text += (f"; from {at(losing[0])} on it cost more than it saved" if losing
+                 else "; it paid at every load swept")
+        out.append(text + ".")
+    return out
 
 
 def run_points(base: Any, points: Sequence[Point], how: Measure, executor: Any,

@@ -157,3 +157,29 @@ def workload_figure(view: RunView, bins: int = 60):
     fig.update_layout(title=f"workload: {len(t):,} requests", height=300, bargap=0,
                       margin={"l": 60, "r": 20, "t": 70, "b": 50})
     return fig
+
+
+def speculation_gain_figure(views: Sequence[RunView]):
+    """Per decoding request, a verify step's tokens per second over a plain decode step's at each batch size
+    (`analysis.speculation.gains`), one line per speculating run, the break-even line at 1: the batch size past
+    which verifying drafts stops paying. None: no run speculated (or none has its plain twin)."""
+    from servesim.analysis.speculation import gains
+
+    lines = [(v, gains(v.result, v.plain)) for v in views if v.plain is not None]
+    lines = [(v, g) for v, g in lines if g]
+    if not lines:
+        return None
+    require_plotly()
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    for i, (view, gain) in enumerate(lines):
+        fig.add_trace(go.Scatter(x=list(gain), y=list(gain.values()), mode="lines+markers", name=view.label,
+                                 line={"color": RUN_COLOURS[i % len(RUN_COLOURS)]},
+                                 hovertemplate=f"{view.label}: batch %{{x}}, %{{y:.2f}}x<extra></extra>"))
+    fig.add_hline(y=1.0, line={"dash": "dash", "color": "#999999"}, annotation_text="break-even")
+    fig.update_xaxes(title_text="requests decoding (decode-only steps)")
+    fig.update_yaxes(title_text="tokens/s per request: verify / plain")
+    fig.update_layout(title="speculative decoding: what a verify step brings against a plain decode step",
+                      height=360, margin={"l": 60, "r": 20, "t": 60, "b": 50})
+    return fig

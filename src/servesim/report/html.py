@@ -15,7 +15,13 @@ from dataclasses import replace
 from pathlib import Path
 
 from servesim.engine.result import SimResult
-from servesim.report.figures import latency_figure, time_unit, timeline_figure, workload_figure
+from servesim.report.figures import (
+    latency_figure,
+    speculation_gain_figure,
+    time_unit,
+    timeline_figure,
+    workload_figure,
+)
 from servesim.report.view import RunView
 
 PLOT_CONFIG = {"displaylogo": False, "responsive": True}
@@ -135,11 +141,13 @@ def sentences(views: Sequence[RunView]) -> list[tuple[str, list[str]]]:
     from servesim.analysis.compare import compare_sentences
     from servesim.analysis.explain import explain_run, policy_sentence
     from servesim.analysis.overload import detect_overload
+    from servesim.analysis.speculation import speculation_sentences
 
     out = []
     for v in views:
         r = _readable(v)
-        out.append((v.label, explain_run(r) if v.exact else [policy_sentence(r), detect_overload(r).sentence()]))
+        out.append((v.label, explain_run(r, plain=v.plain) if v.exact else
+                    [policy_sentence(r), detect_overload(r).sentence(), *speculation_sentences(r, v.plain)]))
     same = len({tuple(v.result.timelines.ids) for v in views}) == 1  # one workload each (not a cluster's replicas)
     if len(views) > 1 and same:
         out.append(("side by side", compare_sentences({v.label: _readable(v) for v in views})))
@@ -173,6 +181,9 @@ def report_html(views: Sequence[RunView], title: str, meta: str, notes: Sequence
     parts += [_run_section(i, v, x_range, unit) for i, v in enumerate(views)]
     parts.append(f"<h2>Latency</h2>{_figure_html(latency_figure(views), 'latency')}")
     parts.append(f"<h2>Summary</h2>{summary_table(views)}")
+    spec = speculation_gain_figure(views)
+    if spec is not None:
+        parts.append(f"<h2>Speculative decoding</h2>{_figure_html(spec, 'speculation')}")
     parts.append("<h2>Explanations</h2>" + "".join(
         f"<h3>{html.escape(label)}</h3><ul>" + "".join(f"<li>{html.escape(s)}</li>" for s in lines) + "</ul>"
         for label, lines in sentences(views)))

@@ -47,16 +47,45 @@ def pareto_figure(rows: Sequence[dict[str, Any]], axes: Sequence[str] = ()):
     return fig
 
 
+def speculation_figure(rows: Sequence[dict[str, Any]], axes: Sequence[str]):
+    """A speculating sweep's speedup (mean TPOT without speculative decoding / with it) against the offered load,
+    one line per configuration, the break-even line at 1: where verifying drafts stops paying. None: no row
+    speculated."""
+    spec = [r for r in rows if r.get("speculation_speedup") is not None]
+    if not spec:
+        return None
+    import plotly.graph_objects as go
+
+    load = next((a for a in ("request_rate", "rate_scale") if a in axes), "request_throughput")
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for r in spec:
+        groups.setdefault(_label(r, [a for a in axes if a != load]), []).append(r)
+    fig = go.Figure()
+    for name, group in groups.items():
+        pts = sorted(group, key=lambda r: r[load])
+        fig.add_trace(go.Scatter(x=[r[load] for r in pts], y=[r["speculation_speedup"] for r in pts], name=name,
+                                 mode="lines+markers",
+                                 hovertemplate="%{x:g}: %{y:.2f}x<extra>" + html.escape(name) + "</extra>"))
+    fig.add_hline(y=1.0, line={"dash": "dash", "color": "#999999"}, annotation_text="break-even")
+    fig.update_xaxes(title_text=load.replace("_", " "), type="log")
+    fig.update_yaxes(title_text="mean TPOT without / with speculation")
+    fig.update_layout(height=380, margin={"t": 30, "l": 50, "r": 10, "b": 40})
+    return fig
+
+
 def write_sweep_report(path: Path, rows: Sequence[dict[str, Any]], axes: Sequence[str], title: str) -> int:
     """One self-contained page (plotly inlined, no network): the figure, then every row; renamed into place."""
     require_plotly()
     from plotly.offline import get_plotlyjs
 
-    fig = pareto_figure(rows, axes)
-    cols = [*axes, "request_throughput", X, "p99_ttft_ms", "p99_tpot_ms", "overloaded", "pareto"]
+    from servesim.plan.sweep import speculation_lines
+
+    fig, spec = pareto_figure(rows, axes), speculation_figure(rows, axes)
+    cols = [*axes, "request_throughput", X, "p99_ttft_ms", "p99_tpot_ms", "speculation_speedup", "overloaded",
+            "pareto"]
     cols = [c for c in dict.fromkeys(cols) if rows and c in rows[0]]
     head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(_cell(r[c]))}</td>" for c in cols) + "</tr>" for r in rows)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(_cell(r.get(c)))}</td>" for c in cols) + "</tr>" for r in rows)
     front = sum(bool(r["pareto"]) for r in rows)
     text = ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
             f"<title>{html.escape(title)}</title><script type='text/javascript'>{get_plotlyjs()}</script>"
@@ -65,6 +94,9 @@ def write_sweep_report(path: Path, rows: Sequence[dict[str, Any]], axes: Sequenc
             f"<h1>{html.escape(title)}</h1><p>{len(rows)} points, {front} on the Pareto front (TTFT p99, TPOT "
             "p99, output throughput per GPU; OVERLOADED points do not compete).</p>"
             f"{fig.to_html(full_html=False, include_plotlyjs=False, div_id='pareto')}"
+            + ("" if spec is None else "<h2>Speculative decoding</h2>" + "".join(
+                f"<p>{html.escape(t)}</p>" for t in speculation_lines(rows, axes))
+               + spec.to_html(full_html=False, include_plotlyjs=False, div_id="speculation")) +
             f"<table><tr>{head}</tr>{body}</table></body></html>")
     from servesim.output import write_output
 
@@ -72,6 +104,8 @@ def write_sweep_report(path: Path, rows: Sequence[dict[str, Any]], axes: Sequenc
 
 
 def _cell(v: object) -> str:
+    if v is None:
+        return "-"
     if isinstance(v, bool):
         return "yes" if v else ""
     if isinstance(v, float):

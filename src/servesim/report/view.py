@@ -61,6 +61,7 @@ class RunView:
     cdfs: dict[str, tuple[np.ndarray, np.ndarray]]  # metric -> (ms, cumulative fraction)
     exact: bool  # every step record kept: chunks and waiting reasons are exact
     notes: list[str] = field(default_factory=list)  # what was aggregated or sampled
+    plain: SimResult | None = None  # a speculating run's twin without speculation (`analysis.speculation`)
 
     @property
     def end(self) -> float:
@@ -199,7 +200,8 @@ def latency_cdfs(result: SimResult) -> dict[str, tuple[np.ndarray, np.ndarray]]:
             "e2el": cdf(a.e2el * 1000)}
 
 
-def run_view(label: str, result: SimResult, max_requests: int = MAX_REQUESTS) -> RunView:
+def run_view(label: str, result: SimResult, max_requests: int = MAX_REQUESTS,
+             plain: SimResult | None = None) -> RunView:
     exact = records_complete(result)
     rows = shown_requests(result, max_requests)
     if exact:
@@ -222,4 +224,4 @@ def run_view(label: str, result: SimResult, max_requests: int = MAX_REQUESTS) ->
     scrub = scrub_steps(result)
     if len(scrub) < len(result.steps):
         notes.append(f"the scrubber samples {len(scrub):,} of the {len(result.steps):,} recorded steps")
-    return RunView(label, result, panel, rows, bars, scrub, latency_cdfs(result), exact, notes)
+    return RunView(label, result, panel, rows, bars, scrub, latency_cdfs(result), exact, notes, plain)
