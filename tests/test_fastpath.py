@@ -377,6 +377,9 @@ def test_expert_parallel_layouts_fast_path_is_step_by_step(scenario, layout):
     requests, config, policy = scenario
     if config.max_model_len is None:  # (the scenario's, as under the toy cost: not the model's 40,960)
         config = replace(config, max_model_len=max(r.prompt_len + r.output_len for r in requests))
+    spec = config.speculative_config
+    if spec is not None and spec.method == "draft_model" and spec.model is None:  # (the roofline prices its model)
+        config = replace(config, speculative_config=replace(spec, model="qwen2.5-7b"))
     flags = dict(layout[1])
     tp = flags.pop("tp")
     engine = "sglang" if "ep_size" in flags or "moe_a2a_backend" in flags else "vllm"
