@@ -1,9 +1,11 @@
 """SGLang 0.5.23's scheduling rules S1-S10 (../shared/conformance/sglang/README.md), each on a tiny scenario whose
 numbers are derived by hand in the test, on the step clock (every step costs 1.0)."""
 
+from dataclasses import replace
+
 import pytest
 from helpers import sglang_speculation
-from hypothesis import given, settings
+from hypothesis import given, reject, settings
 from hypothesis import strategies as st
 
 from servesim.engine import simulate
@@ -13,7 +15,7 @@ from servesim.engines.config import EngineConfig
 from servesim.engines.sglang.conformance import run_scenario, to_trace
 from servesim.engines.sglang.radix_cache import RadixCache, TokenRun
 from servesim.engines.sglang.server_args import SGLangConfig
-from servesim.errors import ConfigError
+from servesim.errors import ConfigError, EngineOutOfMemory
 
 DECAY = (0.7 - 0.098) / 600  # S5: init 0.7, min 0.7 x 0.14, over 600 decode steps
 
@@ -312,7 +314,11 @@ def test_invariants_with_speculation(case):
     """With SGLang's speculative decoding drawn: the pool's books after every step (its draft slots included), the
     rows, every verification 1 + num_steps tokens, every served request finishing with all its tokens."""
     reqs, sg, rates = case
-    result = simulate(reqs, EngineConfig(sglang=sg, acceptance_rate=rates), "sglang", "unit", check_invariants=True)
+    try:
+        result = simulate(reqs, EngineConfig(sglang=sg, acceptance_rate=rates), "sglang", "unit",
+                          check_invariants=True)
+    except EngineOutOfMemory:  # SGLang's own "Prefill out of memory" (test_a_forced_chunk_*): no run to check
+        reject()
     for s in result.steps:
         assert s.num_running_after + (s.chunked_request is not None) <= sg.max_running_requests
         assert all(e.num_scheduled_tokens == sg.speculative_num_steps + 1 for e in s.scheduled if e.num_spec_tokens)
@@ -321,6 +327,26 @@ def test_invariants_with_speculation(case):
     assert {r.id for r in served} | set(result.rejected) == {r.request_id for r in reqs}
     stats = result.spec_decoding
     assert stats.num_draft_tokens == sg.speculative_num_steps * stats.num_drafts
+
+
+def test_a_forced_chunk_the_drafts_slots_left_no_room_for_stops_as_sglang_does():
+    """Found by Hypothesis (test_invariants_with_speculation): SGLang adds the chunked request whatever memory says
+    (add_chunked_req) and its alloc_extend raises "Prefill out of memory" when the pool cannot hold the chunk; here
+    the running requests' EAGLE slots, allocated two verifications ahead (G3), took the pool of 80 while r7's
+    17-token prompt went in chunks. servesim stops the same way, in one line, naming the request."""
+    same = dict(hash_ids=(1,) * 8, hash_block_size=1)
+    reqs = [Request("r0", 2.0, 12, 12, hash_ids=(1,) * 8 + (2,) * 4, hash_block_size=1),
+            Request("r1", 1.0, 8, 24, ignore_eos=True, **same), Request("r2", 1.0, 8, 13, **same),
+            Request("r3", 1.0, 8, 1, **same), Request("r4", 2.0, 8, 10, **same), Request("r5", 2.0, 8, 4, **same),
+            Request("r6", 1.0, 8, 1, **same), Request("r7", 2.0, 17, 1)]
+    sg = SGLangConfig(max_total_num_tokens=80, page_size=4, chunked_prefill_size=8, max_prefill_tokens=16,
+                      max_running_requests=4, enable_mixed_chunk=True, disable_radix_cache=True,
+                      speculative_algorithm="EAGLE", speculative_num_steps=1, speculative_eagle_topk=1)
+    with pytest.raises(EngineOutOfMemory, match="Prefill out of memory.*chunked request r7"):
+        simulate(reqs, EngineConfig(sglang=sg, acceptance_rate=(0.0,)), "sglang", "unit")
+    # the same without speculation runs to the end: the drafts' slots were what the pool lacked
+    plain = replace(sg, speculative_algorithm=None, speculative_num_steps=None, speculative_eagle_topk=None)
+    assert all(r.finish_time is not None for r in simulate(reqs, EngineConfig(sglang=plain), "sglang", "unit").requests)
 
 
 def test_token_run_reads_as_its_tuple():

@@ -13,6 +13,11 @@ class WorkloadError(ServesimError, ValueError):
     """A workload file or specification that cannot be read. The message names file, line, column, value."""
 
 
+class EngineOutOfMemory(ServesimError, RuntimeError):
+    """A run the engine itself would stop with an out-of-memory error (SGLang's "Prefill out of memory"): the
+    configuration's pool cannot hold what its scheduler commits to; the message names the step and the numbers."""
+
+
 class UnknownRequest(ServesimError, KeyError):
     """A request id that is not in the run (a KeyError too, as a mapping's lookup would raise)."""
 

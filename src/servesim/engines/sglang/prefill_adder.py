@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from servesim.engine.records import Reason
 from servesim.engine.request import RequestState, RequestStatus
 from servesim.engines.sglang.server_args import CLIP_MAX_NEW_TOKENS, IGNORE_EOS_RESERVE_TOKENS
+from servesim.errors import EngineOutOfMemory
 
 if TYPE_CHECKING:
     from servesim.engines.sglang.scheduler import SGLangScheduler
@@ -18,7 +19,7 @@ class Adder:
     """SGLang's PrefillAdder for one prefill batch: the three budgets, and the memory left after the offset."""
 
     __slots__ = ("sched", "rem_total_offset", "cur_rem_offset", "rem_input", "rem_chunk", "new_chunked", "why",
-                 "rows", "states", "preempted")
+                 "rows", "states", "preempted", "forced")
 
     def __init__(self, sched: SGLangScheduler, mixed_rows: int) -> None:
         sg, ratio = sched.sg, sched.ratio
@@ -37,6 +38,7 @@ class Adder:
         self.rows: list[tuple[RequestState, int]] = []  # (request, pages): allocated once the batch is built
         self.states: list[tuple[float, int]] | None = None  # ignore_eos admission: (tokens left, held), sorted
         self.preempted: list[RequestState] = []  # priority preemption's victims (preempt_list), queued after
+        self.forced: RequestState | None = None  # the chunked request, added whatever memory says
 
     @property
     def rem_total(self) -> float:
@@ -48,6 +50,7 @@ class Adder:
         left = s.num_tokens - s.num_computed_tokens
         n = left if self.rem_chunk is None else min(self.rem_chunk, left)
         last = n == left
+        self.forced = s
         self._commit(s, n, min(s.request.output_len, CLIP_MAX_NEW_TOKENS) if last else 0)
 
     def add_one(self, s: RequestState) -> Reason | None:
@@ -206,7 +209,21 @@ class Adder:
             sched.kv.evict_for(sum(sched.out.scheduled[s] for s, _ in self.rows) + len(self.rows) * ps)
         for s, pages in self.rows:
             if not self.sched.kv.grow(s, pages):
-                raise RuntimeError(f"{s.request_id}: no KV for a prefill SGLang admitted (a servesim bug)")
+                self._out_of_memory(s, pages)
+
+    def _out_of_memory(self, s: RequestState, pages: int) -> None:
+        """SGLang adds the chunked request whatever memory says (`add_chunked_req`) and its alloc_extend then
+        raises "Prefill out of memory. Try to lower your batch size." (allocation.py); so does servesim. Any other
+        row was checked against the pool: its failing is servesim's bug."""
+        sched = self.sched
+        if s is not self.forced:
+            raise RuntimeError(f"{s.request_id}: no KV for a prefill SGLang admitted (a servesim bug)")
+        ps = sched.sg.page_size
+        raise EngineOutOfMemory(
+            f"sglang: Prefill out of memory, as SGLang 0.5.23 stops: its chunked request "
+            f"{s.request_id} needs {pages * ps} more token slots and {sched.kv.available} are free (the running "
+            f"requests' slots, drafts' included, took the rest); raise max_total_num_tokens or lower "
+            f"max_running_requests")
 
     def _state(self) -> Reason | None:
         if self.new_chunked is not None:
