@@ -151,7 +151,8 @@ def test_aic_silicon_rows_as_deployments(tmp_path):
     # and the mean E2E latency the means imply for 128-token requests: 100 + 127 x 10 = 1,370 ms
     assert points[0].measured == {"ttft_ms": 100.0, "tpot_ms": 10.0, "e2el_ms": 1370.0}
     assert [why for _, why in out] == [
-        "pd: disagg serving with a closed-loop client is not modelled yet",
+        "pd: prefill_batch_size is empty: the P/D deployment's workers are unknown (AIConfigurator's estimate needs "
+        "it too)",
         "moe: model zhipuai/GLM-5 is not a servesim model yet",
         "bw: GPU b200 is not a servesim GPU yet",
         "blk: fp8_block weights of Qwen/Qwen3-32B: servesim has its checkpoint in BF16 only",

@@ -94,6 +94,9 @@ def simulate_cluster(
     replicas = []
     decode_policies = [name for e in engines() for name in e.pd_decode]
     for p in pools:
+        if p.role == "decode" and p.policy not in decode_policies:  # (before its config is resolved for prompts)
+            raise ConfigError(f"a decode pool runs the {' or '.join(decode_policies)} policy (it admits remotely "
+                              f"prefilled requests), got {p.policy!r}")
         cm = with_drafter(get_cost_model(p.cost) if isinstance(p.cost, str) else p.cost, p.config)
         # the client's cap on requests in flight spans the cluster (`Cluster`), not each replica's engine
         cfg = replace(resolve_config(p.config or EngineConfig(), p.policy, requests, cm), max_concurrency=None,
@@ -101,9 +104,6 @@ def simulate_cluster(
         if disaggregated and hashed and cfg.enable_prefix_caching:
             raise ConfigError("prefix caching on a disaggregated cluster is not modelled yet: set "
                               "enable_prefix_caching=false (--no-prefix-caching)")
-        if p.role == "decode" and p.policy not in decode_policies:
-            raise ConfigError(f"a decode pool runs the {' or '.join(decode_policies)} policy (it admits remotely "
-                              f"prefilled requests), got {p.policy!r}")
         on = fast and not cfg.async_scheduling and not check_invariants
         for _ in range(p.count):
             replicas.append(make_replica(len(replicas), p.role, cfg, p.policy, cm, record, on, check_invariants,
