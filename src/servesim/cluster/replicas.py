@@ -74,7 +74,9 @@ class Replica(Engine):
 
     @property
     def busy(self) -> bool:
-        return self.n_done < self.num_served or bool(self.release)
+        # (an overlap scheduler's last result still to process is work: the finishes it reports, as the engine's
+        # own loop runs on for it)
+        return self.n_done < self.num_served or bool(self.release) or self.sched.unprocessed
 
     @property
     def next_start(self) -> float:
