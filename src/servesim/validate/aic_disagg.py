@@ -25,6 +25,7 @@ from __future__ import annotations
 import re
 
 from servesim.cost.specs import load_gpu
+from servesim.engines.registry import engine_for
 from servesim.validate.aic import (
     GPUS,
     MODELS,
@@ -75,6 +76,10 @@ def disagg_reason(row: dict) -> str | None:
         if ranks > 1:
             return f"{side}: {ranks} data-parallel ranks in a worker (attention_dp_size " \
                    f"{sr['attention_dp_size']}) are not modelled in a P/D pool yet"
+    spec = engine_for(row["backend"])
+    if not spec.pd_decode:
+        return f"decode: {spec.display}'s decode worker (it takes the transferred KV without a forward) is not " \
+               "modelled yet"
     return None
 
 
