@@ -47,7 +47,7 @@ def test_a_disagg_row_is_its_p_d_deployment(silicon):
     from servesim.validate.aic import read_silicon
 
     points, _ = read_silicon(silicon)
-    trt, vllm, c8 = (p.fields for p in points)
+    trt, vllm, c8, sgl = (p.fields for p in points)
     # the closed loop over the whole deployment: silicon_concurrency 64 (= 2 decode workers x batch 32); one wave
     # of warm-up, four measured; NVFP4 GEMMs and experts, the generator's FP8 KV cache under nvfp4
     assert (trt["concurrency"], trt["warmup_requests"], trt["num_requests"], trt["quantization"],
@@ -73,6 +73,12 @@ def test_a_disagg_row_is_its_p_d_deployment(silicon):
     # 5 workers x 2 GPUs = 10, past an HGX board's 8: each GPU's NIC, 50 GB/s x 0.72, NCCL's 19.1 us
     assert vllm["kv_link"] == pytest.approx({"bandwidth": 2 * 36e9, "latency": 19.1e-6})
     assert c8["concurrency"] == 8  # (the id's _c8_)
+    # SGLang (benchmark/sglang.rule): max_running_requests the batch size, max_prefill_tokens 1024 + 1500 on both;
+    # its decode server without the radix cache (SGLang's default there); TP 4 with MoE TP 4: --tp-size 4
+    assert sgl["prefill"] == {"workers": 1, "tp": 4, "gpus": 4, "sglang": {
+        "max_running_requests": 1, "max_prefill_tokens": 2524}}
+    assert sgl["decode"] == {"workers": 1, "tp": 4, "gpus": 4, "sglang": {
+        "max_running_requests": 8, "max_prefill_tokens": 2524, "disable_radix_cache": True}}
 
 
 def test_a_disagg_row_out_of_reach_is_named(silicon):
@@ -85,12 +91,11 @@ def test_a_disagg_row_out_of_reach_is_named(silicon):
         "trtdp_c4_x: prefill: attention_dp_size 4 under TensorRT-LLM is not modelled yet",
         "sgldp_c8_x: decode: 8 data-parallel ranks in a worker (attention_dp_size 8) are not modelled in a P/D pool "
         "yet",
-        "sgl_c8_x: decode: SGLang's decode worker (it takes the transferred KV without a forward) is not modelled yet",
         "oss_c8_x: model openai/gpt-oss-120b is not a servesim model yet"]
     points, out = read_silicon(silicon, client="aiperf")
     assert not points and out[0][1] == "trt_c64_x: a P/D deployment under AIPerf's paced sends is not modelled yet"
     assert read_silicon(silicon, mode="agg") == ([], [])
-    assert len(read_silicon(silicon, mode="disagg")[1]) == 5
+    assert len(read_silicon(silicon, mode="disagg")[1]) == 4
 
 
 def toy_point(concurrency: int, n: int, start: str = "together") -> Point:

@@ -81,7 +81,7 @@ class Replica(Engine):
     @property
     def next_start(self) -> float:
         """The earliest its next step can start: now, or (nothing to run) when its next request arrives."""
-        if self.sched.has_work() or self.release:
+        if self.sched.has_work() or self.release or self.sched.unprocessed:
             return self.now
         return max(self.now, self.pending[0][0]) if self.pending else math.inf
 

@@ -12,7 +12,8 @@ decode worker's concurrency, `bs x attention_dp_size`, times `decode_num_workers
 agree. Each worker is launched as AIConfigurator's generator writes it (`generator/rule_plugin/benchmark/
 {vllm,sglang,trtllm}.rule`): its max batch size the row's batch size; its token budget `isl + 1500` on a prefill
 worker, the batch size on a decode worker (vLLM `max_num_batched_tokens`, TensorRT-LLM `max_num_tokens`; SGLang
-`max_prefill_tokens` on both); TensorRT-LLM's overlap scheduler off on a prefill worker, on on a decode worker.
+`max_prefill_tokens` on both); TensorRT-LLM's overlap scheduler off on a prefill worker, on on a decode worker;
+SGLang's decode server without its radix cache (its default unless `--disaggregation-decode-enable-radix-cache`).
 
 The KV moves from a prefill worker to its decode worker over the GPU's fabric (`servesim.cost.comm.Fabric`):
 NVLink when the whole deployment fits in one NVLink domain (72 GPUs on a GB200/GB300 NVL72 rack, 8 on an HGX
@@ -113,8 +114,9 @@ def _pool(sr: dict, side: str, isl: int) -> dict:
         tpb = TRTLLM_LAUNCH["tokens_per_block"]
         pool["trtllm"] = TRTLLM_LAUNCH | {"max_batch_size": bs, "max_num_tokens": -(-tokens // tpb) * tpb,
                                           "disable_overlap_scheduler": side == "prefill"}
-    elif sr["backend"] == "sglang":
-        pool["sglang"] = {"max_running_requests": bs, "max_prefill_tokens": isl + TOKEN_SLACK}
+    elif sr["backend"] == "sglang":  # (its decode server without the radix cache: SGLang's default there)
+        pool["sglang"] = {"max_running_requests": bs, "max_prefill_tokens": isl + TOKEN_SLACK} | (
+            {"disable_radix_cache": True} if side == "decode" else {})
     else:
         pool |= {"max_num_seqs": bs, "max_num_batched_tokens": tokens}
     return pool
