@@ -124,3 +124,15 @@ def test_the_fast_path_changes_no_p_d_timeline(reqs, policy, cap):
     runs = [simulate_cluster(work, pools(policy, cap, 2), kv_transfer_bandwidth=200 * KV / 0.004, fast=fast,
                              record="summary").cluster.timelines for fast in (True, False)]
     assert [list(t.token_times) for t in runs[0]] == [pytest.approx(list(t.token_times)) for t in runs[1]]
+
+
+def test_an_sglang_prefill_pool_under_a_cap_sends_every_kv():
+    # found by the property above (on dd46b55 too): under a cap the cluster runs its replicas in lockstep, and an
+    # SGLang prefill worker whose only work left was its overlap loop's result (r1's one token, in flight) was
+    # never started again, so r1's KV never left. r1: its 1-token prompt at 20 ms, 0.1 ms: first token at 20.1;
+    # 131,072 bytes at 200 x 131,072 B / 4 ms = 0.02 ms, + 1 ms: on the decode worker at 21.12; token 2 at 22.12
+    work = [Request("r0", 0.0, 159, 2), Request("r1", 0.020, 1, 2)]
+    cfg = EngineConfig(max_concurrency=3)
+    c = simulate_cluster(work, [Pool(1, cfg, "sglang", role="prefill"), Pool(1, cfg, "vllm", role="decode")],
+                         kv_transfer_bandwidth=200 * KV / 0.004, kv_transfer_latency=0.001)
+    assert list(c.cluster.request("r1").token_times) == pytest.approx([0.0201, 0.02212])
