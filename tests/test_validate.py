@@ -251,6 +251,11 @@ def test_the_aic_silicon_client_options_are_refused_where_they_do_not_apply(monk
         assert code == 2 and said in err
     code, _, err = cli(monkeypatch, capsys, "validate", "aic-silicon", "--client", "aiperf", "--start", "together")
     assert code == 2 and "under --client aiperf every user starts together" in err
+    # --mode picks aic-silicon's agg or disagg rows
+    code, _, err = cli(monkeypatch, capsys, "validate", str(SAMPLE), "--mode", "disagg")
+    assert code == 2 and "--mode picks aic-silicon's agg or disagg rows" in err
+    code, _, err = cli(monkeypatch, capsys, "validate", "aic-silicon", "--mode", "pd")
+    assert code == 2 and "--mode pd: expected one of agg, disagg" in err
 
 
 def test_a_user_row_says_expert_parallel_as_true_or_false(tmp_path):
