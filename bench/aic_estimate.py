@@ -106,22 +106,65 @@ def _agg(row: dict, version: str | None) -> tuple[float, float]:
     return float(r["ttft"]), float(r["tpot"])
 
 
+def _disagg(row: dict, version: str | None) -> tuple[float, float]:
+    """A disagg row as upstream's `cli_estimate(mode="disagg")` estimates it (`cli/api.py`'s
+    `_run_disagg_estimate` and `sdk/inference_session.py`'s `DisaggInferenceSession.run_disagg`, read at
+    5fddf9d5): each side's model config from its parallel sizes (as `_agg` builds one), the prefill worker's
+    static context phase at `prefill_batch_size` (its TTFT) and the decode worker's static generation phase at
+    `decode_batch_size` (its TPOT), a worker that does not fit refused. Its rate matching over the worker counts
+    (`picking._build_disagg_summary_dict`) sets throughput, not TTFT or TPOT; its latency correction scales are set
+    on the session and not applied by `run_disagg`."""
+    from aiconfigurator_core.sdk.backends.factory import get_backend
+    from aiconfigurator_core.sdk.config import RuntimeConfig
+    from aiconfigurator_core.sdk.config_builders import apply_nextn, build_model_config
+    from aiconfigurator_core.sdk.models import get_model
+    from aiconfigurator_core.sdk.models.helpers import (
+        resolve_context_fmha_by_data,
+        resolve_dsv4_moe_arch,
+        resolve_nvfp4_for_system,
+    )
+
+    model_path, system, backend = row["model_path"], row["system"], row["backend"]
+    db = _database(system, backend, version)
+    out = {}
+    for side, mode, key in (("prefill", "static_ctx", "ttft"), ("decode", "static_gen", "tpot")):
+        num = {f: int(row[f"{side}_{f}"]) if row.get(f"{side}_{f}") else d for f, d in (
+            ("tp_size", 1), ("pp_size", 1), ("attention_dp_size", 1), ("moe_tp_size", None), ("moe_ep_size", None))}
+        cfg = build_model_config(num["tp_size"], num["pp_size"], num["attention_dp_size"], num["moe_tp_size"],
+                                 num["moe_ep_size"], row["gemm_quant_mode"] or None, None, None,
+                                 row["moe_quant_mode"] or None, None, forward_model=None, enable_encoder_dp=True)
+        apply_nextn(cfg, 0)
+        if side == "prefill":
+            resolve_context_fmha_by_data(cfg, model_path, db, backend, is_context_role=True)
+        resolve_dsv4_moe_arch(cfg, model_path, system_name=system, backend_name=backend)
+        resolve_nvfp4_for_system(cfg, system, model_path)
+        rc = RuntimeConfig(isl=int(row["isl"]), osl=int(row["osl"]), batch_size=int(row[f"{side}_batch_size"]),
+                           image_height=0, image_width=0, num_images_per_request=1, prefix=0,
+                           engine_step_backend=None)
+        summary = get_backend(backend).run_static(get_model(model_path, cfg, backend), db, rc, mode)
+        if summary.check_oom():
+            raise RuntimeError(f"does not fit: the {side} worker of {model_path} on {system}")
+        out[key] = float(summary.get_summary_df().iloc[0][key])
+    return out["ttft"], out["tpot"]
+
+
 def estimate(row: dict) -> tuple[float, float] | str:
-    """(TTFT ms, TPOT ms) as AIConfigurator estimates the row, or why it refuses it. Dense agg rows only (the
-    rows servesim predicts)."""
+    """(TTFT ms, TPOT ms) as AIConfigurator estimates the row, or why it refuses it: an agg row as its agg
+    estimate, a disagg row as its disagg one."""
     if not hasattr(_offline, "done"):
         import logging
 
         logging.disable(logging.WARNING)  # (AIConfigurator's notes on each row's data fallbacks)
         _offline()
         _offline.done = True
+    run = _disagg if row["mode"] == "disagg" else _agg
     try:
         with contextlib.redirect_stdout(io.StringIO()):
             try:
-                return _agg(row, row["backend_version"] or None)
+                return run(row, row["backend_version"] or None)
             except ValueError as exc:  # no database for the row's version: upstream retries with the default
                 if not row["backend_version"] or not ("perf database" in str(exc) or "queryable" in str(exc)):
                     raise
-                return _agg(row, None)
+                return run(row, None)
     except Exception as exc:  # noqa: BLE001 - a row AIConfigurator refuses, with its reason
         return f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"

@@ -1,5 +1,6 @@
 """servesim beside AIConfigurator's own estimate on the same measured rows: `python -m bench.aic_side_by_side
-[--start staggered|together] [--cost roofline|aic]` (needs `pip install 'servesim[aic]'`; a few minutes).
+[--start staggered|together] [--cost roofline|aic] [--mode agg|disagg]` (needs `pip install 'servesim[aic]'`; a
+few minutes).
 
 The rows are those `servesim validate aic-silicon` predicts; AIConfigurator's estimate of each is
 `bench.aic_estimate`'s (its own scoring of its file). Printed as the table of docs/accuracy.md: MAPE of TTFT and
@@ -26,9 +27,10 @@ def main() -> None:
     ap.add_argument("--start", default="staggered", choices=("staggered", "together"))
     ap.add_argument("--cost", default="roofline", choices=("roofline", "aic"), help="servesim's cost model: the "
                     "roofline, or its operators from AIConfigurator's measured tables (servesim.cost.aic)")
+    ap.add_argument("--mode", choices=("agg", "disagg"), help="only the rows of this mode (all by default)")
     args = ap.parse_args()
     raw = {r["id"]: r for r in pl.read_csv(silicon_csv(), infer_schema_length=0).iter_rows(named=True)}
-    points, _ = read_silicon(start=args.start)
+    points, _ = read_silicon(start=args.start, mode=args.mode)
     if args.cost != "roofline":
         from dataclasses import replace
 

@@ -151,7 +151,8 @@ def test_aic_silicon_rows_as_deployments(tmp_path):
     # and the mean E2E latency the means imply for 128-token requests: 100 + 127 x 10 = 1,370 ms
     assert points[0].measured == {"ttft_ms": 100.0, "tpot_ms": 10.0, "e2el_ms": 1370.0}
     assert [why for _, why in out] == [
-        "pd: disagg serving with a closed-loop client is not modelled yet",
+        "pd: prefill_batch_size is empty: the P/D deployment's workers are unknown (AIConfigurator's estimate needs "
+        "it too)",
         "moe: model zhipuai/GLM-5 is not a servesim model yet",
         "bw: GPU b200 is not a servesim GPU yet",
         "blk: fp8_block weights of Qwen/Qwen3-32B: servesim has its checkpoint in BF16 only",
@@ -250,6 +251,11 @@ def test_the_aic_silicon_client_options_are_refused_where_they_do_not_apply(monk
         assert code == 2 and said in err
     code, _, err = cli(monkeypatch, capsys, "validate", "aic-silicon", "--client", "aiperf", "--start", "together")
     assert code == 2 and "under --client aiperf every user starts together" in err
+    # --mode picks aic-silicon's agg or disagg rows
+    code, _, err = cli(monkeypatch, capsys, "validate", str(SAMPLE), "--mode", "disagg")
+    assert code == 2 and "--mode picks aic-silicon's agg or disagg rows" in err
+    code, _, err = cli(monkeypatch, capsys, "validate", "aic-silicon", "--mode", "pd")
+    assert code == 2 and "--mode pd: expected one of agg, disagg" in err
 
 
 def test_a_user_row_says_expert_parallel_as_true_or_false(tmp_path):

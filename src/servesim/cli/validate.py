@@ -31,6 +31,8 @@ def validate_cmd(
                                                "under: vllm-bench (the default) | aiperf (AIConfigurator's own "
                                                "benchmark script: 2C warm-up, 20C measured, users together).")] =
     None,
+    mode: Annotated[str | None, typer.Option("--mode", help="aic-silicon: only its rows of this mode, agg | disagg "
+                                             "(P/D deployments); all by default.")] = None,
     set_: Annotated[list[str] | None, typer.Option("--set", help="Run files: a deployment key the files lack or "
                                                    "that overrides theirs, e.g. --set gpu=h100 --set tp=2 (keys: "
                                                    "model, gpu, tp, engine, engine_version, quantization, ...).")]
@@ -59,7 +61,7 @@ def validate_cmd(
         if path is not None:
             check_output_file(path, flag)
     ex = make_executor(executor, workers, ray_address)
-    points, skipped = _points(sources, start, client, set_ or [])
+    points, skipped = _points(sources, start, client, set_ or [], mode)
     if frontend is not None:
         from servesim.engine.frontend import frontend as preset
 
@@ -102,7 +104,8 @@ def _fill(points: list, **given) -> list:
     return [replace(p, fields={**given, **p.fields}) if given.keys() - p.fields.keys() else p for p in points]
 
 
-def _points(sources: list[str], start: str | None, client: str | None, set_: list[str]) -> tuple[list, list]:
+def _points(sources: list[str], start: str | None, client: str | None, set_: list[str],
+            mode: str | None = None) -> tuple[list, list]:
     """Every source's points, and the rows out of reach before simulating (line or file, reason)."""
     from servesim.validate.files import parse_set, run_files, run_points
     from servesim.validate.rows import is_points_json, read_points
@@ -115,7 +118,9 @@ def _points(sources: list[str], start: str | None, client: str | None, set_: lis
         if start is not None and client not in (None, "vllm-bench"):
             raise ConfigError(f"--start sets how vllm-bench's loop starts; under --client {client} every user starts "
                               "together")
-        return read_silicon(start=start or "staggered", client=client or "vllm-bench")
+        return read_silicon(start=start or "staggered", client=client or "vllm-bench", mode=mode)
+    if mode is not None:
+        raise ConfigError("--mode picks aic-silicon's agg or disagg rows; your CSV's rows are scored as they are")
     if start is not None:
         raise ConfigError("--start sets how aic-silicon's loops start; your CSV says it per row (its start column)")
     if client is not None:

@@ -94,16 +94,17 @@ def simulate_cluster(
     replicas = []
     decode_policies = [name for e in engines() for name in e.pd_decode]
     for p in pools:
+        if p.role == "decode" and p.policy not in decode_policies:  # (before its config is resolved for prompts)
+            raise ConfigError(f"a decode pool runs the {' or '.join(decode_policies)} policy (it admits remotely "
+                              f"prefilled requests), got {p.policy!r}")
         cm = with_drafter(get_cost_model(p.cost) if isinstance(p.cost, str) else p.cost, p.config)
         # the client's cap on requests in flight spans the cluster (`Cluster`), not each replica's engine
-        cfg = replace(resolve_config(p.config or EngineConfig(), p.policy, requests, cm), max_concurrency=None,
+        seen = decode_side(requests) if p.role == "decode" else requests
+        cfg = replace(resolve_config(p.config or EngineConfig(), p.policy, seen, cm), max_concurrency=None,
                       frontend_latency=0.0, frontend_latency_per_token=0.0)
         if disaggregated and hashed and cfg.enable_prefix_caching:
             raise ConfigError("prefix caching on a disaggregated cluster is not modelled yet: set "
                               "enable_prefix_caching=false (--no-prefix-caching)")
-        if p.role == "decode" and p.policy not in decode_policies:
-            raise ConfigError(f"a decode pool runs the {' or '.join(decode_policies)} policy (it admits remotely "
-                              f"prefilled requests), got {p.policy!r}")
         on = fast and not cfg.async_scheduling and not check_invariants
         for _ in range(p.count):
             replicas.append(make_replica(len(replicas), p.role, cfg, p.policy, cm, record, on, check_invariants,
@@ -117,6 +118,14 @@ def simulate_cluster(
     cluster.run()
     result = _result(cluster, requests, record, routers["both"].name)
     return _from_the_send(result, front) if front != (0.0, 0.0) else result
+
+
+def decode_side(requests: list[Request]) -> list[Request]:
+    """The requests as a decode pool's engine is checked for them: it runs no prompt (its prompts' KV comes
+    computed), every token past the first a decode; their lengths, and so the KV they need, unchanged (an engine
+    that refuses a prompt over its batch's token budget, TensorRT-LLM's with chunking off, admits these)."""
+    return [replace(r, prompt_len=1, output_len=r.prompt_len + r.output_len - 1, hash_ids=None)
+            for r in requests]
 
 
 def _result(cluster: Cluster, requests: list[Request], record: str, router: str) -> ClusterResult:

@@ -74,12 +74,14 @@ class Replica(Engine):
 
     @property
     def busy(self) -> bool:
-        return self.n_done < self.num_served or bool(self.release)
+        # (an overlap scheduler's last result still to process is work: the finishes it reports, as the engine's
+        # own loop runs on for it)
+        return self.n_done < self.num_served or bool(self.release) or self.sched.unprocessed
 
     @property
     def next_start(self) -> float:
         """The earliest its next step can start: now, or (nothing to run) when its next request arrives."""
-        if self.sched.has_work() or self.release:
+        if self.sched.has_work() or self.release or self.sched.unprocessed:
             return self.now
         return max(self.now, self.pending[0][0]) if self.pending else math.inf
 

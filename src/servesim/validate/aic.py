@@ -54,6 +54,7 @@ TRTLLM_MAX_NUM_TOKENS_SLACK = 1500
 MEASURED_WAVES, MIN_MEASURED = 4, 8
 AIPERF_ROUNDS, AIPERF_WARMUP_ROUNDS = 20, 2  # bench_run.sh.j2: BENCH_MULTI_ROUND's default, the 2C warm-up
 CLIENTS = ("vllm-bench", "aiperf")
+MODES = ("agg", "disagg")
 
 
 def silicon_csv() -> Path:
@@ -68,21 +69,35 @@ def silicon_csv() -> Path:
     return path
 
 
-def read_silicon(path: Path | None = None, start: str = "staggered",
-                 client: str = "vllm-bench") -> tuple[list[Point], list[tuple[int, str]]]:
+def read_silicon(path: Path | None = None, start: str = "staggered", client: str = "vllm-bench",
+                 mode: str | None = None) -> tuple[list[Point], list[tuple[int, str]]]:
     """(the rows servesim can express, as points; every other row's line and reason). `client`: vllm-bench
     (`start`: how its closed loop's users start, `rows.py`: staggered, a desynchronised stream, or together, in
-    waves) or aiperf (AIConfigurator's benchmark script; its users start together)."""
+    waves) or aiperf (AIConfigurator's benchmark script; its users start together). `mode`: only the rows of
+    that mode (agg or disagg; None: all). A disagg row is a P/D deployment (`servesim.validate.aic_disagg`)."""
     import polars as pl
+
+    from servesim.validate.aic_disagg import disagg_point, disagg_reason
 
     if client not in CLIENTS:
         raise ConfigError(f"--client {client}: aic-silicon replays its rows under vllm-bench or aiperf")
-
+    if mode not in (None, *MODES):
+        raise ConfigError(f"--mode {mode}: expected one of {', '.join(MODES)}")
     path = path or silicon_csv()
     df = pl.read_csv(path, infer_schema_length=0)
     points, out = [], []
     for i, row in enumerate(df.iter_rows(named=True)):
         line = i + 2
+        if mode is not None and row["mode"] != mode:
+            continue
+        if row["mode"] == "disagg":
+            why = disagg_reason(row) or (None if client == "vllm-bench" else
+                                         "a P/D deployment under AIPerf's paced sends is not modelled yet")
+            if why:
+                out.append((line, f"{row['id']}: {why}"))
+            else:
+                points.append(disagg_point(row, line, start))
+            continue
         why = _out_of_reach(row)
         if why:
             out.append((line, f"{row['id']}: {why}"))
@@ -97,16 +112,9 @@ def read_silicon(path: Path | None = None, start: str = "staggered",
             fields |= {"num_requests": AIPERF_ROUNDS * c, "warmup_requests": AIPERF_WARMUP_ROUNDS * c}
         else:
             fields |= {"start": start, "num_requests": max(MIN_MEASURED, MEASURED_WAVES * c), "warmup_requests": c}
-        if row["gemm_quant_mode"] == "nvfp4":  # an NVFP4 checkpoint of the model (NVIDIA's ModelOpt ones)
-            fields["quantization"] = "modelopt_fp4"
-        elif row["gemm_quant_mode"] == "fp8" or _block_checkpoint(fields["model"]):
-            fields["quantization"] = "fp8"  # (a block-wise FP8 checkpoint is served as one: its own config)
+        fields |= quantization_fields(row, fields["model"])
         if row["backend"] == "trtllm":
             fields["trtllm"] = trtllm_launch(c, fields["isl"])
-            if row["gemm_quant_mode"] == "nvfp4":  # the generator's kv_cache_config.dtype: the nvfp4 profile's fp8
-                fields["kv_cache_dtype"] = "fp8"
-        if row["precision"] == "fp8":  # AIConfigurator's fp8 precision profile: FP8 GEMMs and an FP8 KV cache
-            fields["kv_cache_dtype"] = "fp8"
         ttft, tpot = float(row["silicon_ttft_ms"]), float(row["silicon_tpot_ms"])
         # the mean E2E latency the two means imply: with every request `osl` tokens, each request's TPOT is
         # (e2el - ttft) / (osl - 1), so mean e2el = mean ttft + (osl - 1) x mean tpot exactly; it scores the
@@ -114,6 +122,20 @@ def read_silicon(path: Path | None = None, start: str = "staggered",
         measured = {"ttft_ms": ttft, "tpot_ms": tpot, "e2el_ms": ttft + (fields["osl"] - 1) * tpot}
         points.append(Point(line, fields, measured))
     return points, out
+
+
+def quantization_fields(row: dict, model: str) -> dict:
+    """The row's weights and KV cache as servesim's `quantization` and `kv_cache_dtype`."""
+    out = {}
+    if row["gemm_quant_mode"] == "nvfp4":  # an NVFP4 checkpoint of the model (NVIDIA's ModelOpt ones)
+        out["quantization"] = "modelopt_fp4"
+        if row["backend"] == "trtllm":  # the generator's kv_cache_config.dtype: the nvfp4 profile's fp8
+            out["kv_cache_dtype"] = "fp8"
+    elif row["gemm_quant_mode"] == "fp8" or _block_checkpoint(model):
+        out["quantization"] = "fp8"  # (a block-wise FP8 checkpoint is served as one: its own config)
+    if row["precision"] == "fp8":  # AIConfigurator's fp8 precision profile: FP8 GEMMs and an FP8 KV cache
+        out["kv_cache_dtype"] = "fp8"
+    return out
 
 
 def trtllm_launch(batch_size: int, isl: int) -> dict:

@@ -109,11 +109,40 @@ def predict_or_reason(p: Point) -> dict[str, float] | str:
 
 def predict(p: Point) -> dict[str, float]:
     """The row's metrics as servesim predicts them under its client."""
+    f = p.fields
+    if "prefill" in f:  # a disaggregated deployment: its prefill and decode pools (`servesim.validate.disagg`)
+        from servesim.validate.disagg import predict_disagg
+
+        return predict_disagg(f)
+    cfg, cost = engine_setup(f)
+    if p.run is not None:  # a measured run's own requests, sent as its client sends them
+        from servesim.measured.replay import replay
+
+        return replay(p.run, cfg, f["engine"], cost, sends="client").means
+    if f["client"] == "aiperf":
+        return _aiperf(f, cfg, cost)
+    if f["client"] == "vllm-bench":
+        return _vllm_bench(f, cfg, cost)
+    if f["client"] == "sglang-bench":
+        return _sglang_bench(f, cfg, cost)
+    if f["client"] == "guidellm":
+        return _guidellm(f, cfg, cost)
+    if f["client"] == "inference-perf":
+        return _inference_perf(f, cfg, cost)
+    if f["client"] == "mlperf":
+        return _mlperf(f, cfg, cost)
+    from servesim.errors import ConfigError
+
+    raise ConfigError(f"client {f['client']!r}: validate takes vllm-bench, aiperf, sglang-bench, guidellm, "
+                      "inference-perf and mlperf rows")
+
+
+def engine_setup(f: dict) -> tuple[Any, Any]:
+    """(the engine's config, its cost model) for a row's fields: its engine, layout, knobs and engine section."""
     from servesim.defaults import build_cost
     from servesim.engines.config import EngineConfig
     from servesim.engines.registry import engine_for
 
-    f = p.fields
     spec = engine_for(f["engine"])
     cost_name = f.get("cost", "roofline")
     from servesim.cost.host import preset_for
@@ -139,26 +168,7 @@ def predict(p: Point) -> dict[str, float]:
         cfg = replace(cfg, **{spec.section: EngineConfig.section_class(spec.section)(**f[spec.section])})
     if spec.from_shared_sizes is not None:
         cfg, _ = spec.from_shared_sizes(cfg)
-    if p.run is not None:  # a measured run's own requests, sent as its client sends them
-        from servesim.measured.replay import replay
-
-        return replay(p.run, cfg, f["engine"], cost, sends="client").means
-    if f["client"] == "aiperf":
-        return _aiperf(f, cfg, cost)
-    if f["client"] == "vllm-bench":
-        return _vllm_bench(f, cfg, cost)
-    if f["client"] == "sglang-bench":
-        return _sglang_bench(f, cfg, cost)
-    if f["client"] == "guidellm":
-        return _guidellm(f, cfg, cost)
-    if f["client"] == "inference-perf":
-        return _inference_perf(f, cfg, cost)
-    if f["client"] == "mlperf":
-        return _mlperf(f, cfg, cost)
-    from servesim.errors import ConfigError
-
-    raise ConfigError(f"client {f['client']!r}: validate takes vllm-bench, aiperf, sglang-bench, guidellm, "
-                      "inference-perf and mlperf rows")
+    return cfg, cost
 
 
 def _vllm_bench(f: dict, cfg: Any, cost: Any) -> dict[str, float]:

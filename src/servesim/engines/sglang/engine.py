@@ -12,4 +12,4 @@ ENGINE = EngineSpec(name="sglang", display="SGLang", version="0.5.23", policies=
                     from_shared_sizes=from_vllm_sizes, preemption_word="retractions",
                     sizes_caveat=" (SGLang's chunk counts prompt tokens only; vLLM's budget counts decodes too)",
                     unchunked=unchunked_config, unspeculative=unspeculative_config,
-                    bound_text=bound_text)
+                    bound_text=bound_text, pd_decode=("sglang",))

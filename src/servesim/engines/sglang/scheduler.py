@@ -19,6 +19,7 @@ from servesim.engine.records import Preemption, Reason
 from servesim.engine.request import RequestState, RequestStatus
 from servesim.engine.scheduler import Scheduler, SchedulerOutput
 from servesim.engines.config import EngineConfig
+from servesim.engines.sglang.decode_server import prefilled_remotely, take_prebuilt
 from servesim.engines.sglang.memory_pool import TokenPool
 from servesim.engines.sglang.prefill_adder import Adder
 from servesim.engines.sglang.radix_cache import RadixCache, TokenRun
@@ -90,12 +91,14 @@ class SGLangScheduler(Scheduler):
         self.zombies: list[RequestState] = []
         self.landed_zombies: list[RequestState] = []
         self.released: list[RequestState] = []
+        self.remote = False  # a P/D decode pool's: requests arrive with their KV (`decode_server`)
 
     @property
     def spec_decoding(self):
         return self.spec.stats if self.spec is not None else None
 
     def add_request(self, s: RequestState) -> None:
+        self.remote = self.remote or prefilled_remotely(s)
         self.enqueue(s)
 
     def enqueue(self, s: RequestState) -> None:
@@ -118,6 +121,8 @@ class SGLangScheduler(Scheduler):
             self.stash = []
         self._decay(self.step_index - self.last_step - 1)  # the fast path's decode steps, each decayed
         self.last_step = self.step_index
+        if self.remote:  # a P/D decode pool's server: transferred requests join the running batch first
+            take_prebuilt(self)
         if self._prefill():
             out.forward_mode = "mixed" if any(s.sampled_since_admission for s in out.scheduled) else "prefill"
             if self.explain:
@@ -229,6 +234,8 @@ class SGLangScheduler(Scheduler):
         running requests sit it out (not mixed; an unlimited pool, so no admission reads their reserve, and
         page_size 1, so a chunk always has room), else None."""
         sg = self.sg
+        if self.remote and self.waiting:
+            return None  # a decode server: transferred requests join the running batch (`decode_server`)
         if sg.enable_priority_scheduling and self.waiting:
             return None  # a prefill is tried, and may preempt the running requests it reads
         if self.chunked_req is None:

@@ -9,4 +9,4 @@ ENGINE = EngineSpec(name="trtllm", display="TensorRT-LLM", version="1.2", polici
                     own_names={"max_num_seqs": "max_batch_size", "max_num_batched_tokens": "max_num_tokens"},
                     from_shared_sizes=from_vllm_sizes, preemption_word="pauses",
                     sizes_caveat=" (TensorRT-LLM's max_batch_size also caps the active requests)",
-                    unchunked=unchunked_config, bound_text=bound_text)
+                    unchunked=unchunked_config, bound_text=bound_text, pd_decode=("trtllm",))
