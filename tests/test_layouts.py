@@ -244,3 +244,31 @@ def test_a_closed_loop_over_lockstep_ranks_sends_each_request_as_a_slot_frees():
     t = simulate(reqs, EngineConfig(max_concurrency=2), "vllm", cost, record="summary").timelines
     assert t.finished.all()
     assert t[2].arrival_time == pytest.approx(min(t[0].finish_time, t[1].finish_time))
+
+
+def test_trtllms_mapping_gives_its_layout():
+    # TensorRT-LLM's LLM API: tensor_parallel_size 8 with enable_attention_dp: eight attention ranks of one GPU,
+    # the experts whole over the eight (moe_expert_parallel_size 8), the ranks' tokens gathered for them
+    a = Layout.trtllm(8, True, 1, 8)
+    assert (a.tp, a.dp, a.moe_tp, a.moe_ep, a.moe_comm, a.engine) == (1, 8, 1, 8, "gather", "trtllm")
+    # tensor_parallel_size 64, MoE TP 8 x EP 8: attention TP 64, every GPU with the tokens (no gather)
+    b = Layout.trtllm(64, False, 8, 8)
+    assert (b.tp, b.dp, b.moe_tp, b.moe_ep, b.moe_comm) == (64, 1, 8, 8, "replicated")
+    # Mapping's default: the experts' width over every GPU; one size given, the other the rest
+    assert (Layout.trtllm(4).moe_tp, Layout.trtllm(4).moe_ep) == (4, 1)
+    assert Layout.trtllm(16, moe_expert_parallel_size=4).moe_tp == 4
+    assert Layout.trtllm(16, moe_tensor_parallel_size=2).moe_ep == 8
+    with pytest.raises(ConfigError, match="moe_tensor_parallel_size 2 x moe_expert_parallel_size 2 must equal "
+                                          "tensor_parallel_size 8"):
+        Layout.trtllm(8, False, 2, 2)
+
+
+def test_trtllms_attention_dp_gives_a_request_to_the_rank_with_the_fewest_active():
+    # TensorRT-LLM 1.2 --enable_attention_dp over 2 GPUs: r0 (2,000 tokens to write) and r1 (2) at t=0 take
+    # ranks 0 and 1; r1 is done long before r2 arrives at 1 s while r0 still decodes, so r2 goes to rank 1, the one
+    # with no active request (`_balance_requests_across_ranks`); round robin would have sent it to rank 0
+    cost = Roofline("qwen3-30b-a3b", "h100", layout=Layout.trtllm(2, True, 1, 2))
+    reqs = [Request("r0", 0.0, 100, 2000), Request("r1", 0.0, 100, 2), Request("r2", 1.0, 100, 2)]
+    res = run_dp(reqs, EngineConfig(), "trtllm", cost)
+    assert res.cluster.request("r0").finish_time > 1.0 > res.cluster.request("r1").finish_time
+    assert [r.replica for r in res.routes] == [0, 1, 1]

@@ -266,3 +266,27 @@ def test_a_user_row_says_expert_parallel_as_true_or_false(tmp_path):
     (tmp_path / "m.csv").write_text(head + "qwen3-30b-a3b,h100,vllm,vllm-bench,2,4,128,8,8,yes,5\n")
     with pytest.raises(WorkloadError, match=r"m\.csv:2: enable_expert_parallel: got 'yes'; expected true or false"):
         read_points(tmp_path / "m.csv")
+
+
+def test_trtllm_rows_with_attention_dp_and_a_moe_tp_x_ep(tmp_path):
+    # AIConfigurator's TensorRT-LLM rows: tp_size 1 x attention_dp_size 8 with moe_ep_size 8 is
+    # tensor_parallel_size 8 with enable_attention_dp, its batch_size 16 per rank (8 x 16 = 128 in flight) and
+    # max_batch_size 16 on each rank; tp_size 16 with moe_tp_size 4 x moe_ep_size 4 is attention TP
+    # 16 beside the experts split 4 x 4; tp_size 2 x attention_dp_size 4 is no TensorRT-LLM layout
+    rows = ["adp,src,trtllm,1.2.0,deepseek-ai/DeepSeek-R1,b200_sxm,fp4,agg,1024,1024,nvfp4,nvfp4,16,1,1,8,1,8,100,10",
+            "mix,src,trtllm,1.2.0,deepseek-ai/DeepSeek-R1,b200_sxm,fp4,agg,1024,1024,nvfp4,nvfp4,16,16,1,,4,4,100,10",
+            "bad,src,trtllm,1.2.0,deepseek-ai/DeepSeek-R1,b200_sxm,fp4,agg,1024,1024,nvfp4,nvfp4,16,2,1,4,1,8,100,10"]
+    (tmp_path / "s.csv").write_text(SILICON_HEAD + "\n".join(rows) + "\n")
+    from servesim.validate.aic import read_silicon
+    from servesim.validate.score import engine_setup
+
+    points, out = read_silicon(tmp_path / "s.csv")
+    adp, mix = (p.fields for p in points)
+    assert (adp["tp"], adp["enable_attention_dp"], adp["moe_tensor_parallel_size"], adp["moe_expert_parallel_size"],
+            adp["concurrency"], adp["trtllm"]["max_batch_size"]) == (8, True, 1, 8, 128, 16)
+    assert (mix["tp"], "enable_attention_dp" in mix, mix["moe_tensor_parallel_size"],
+            mix["moe_expert_parallel_size"], mix["concurrency"]) == (16, False, 4, 4, 16)
+    lay = engine_setup(adp)[1].layout
+    assert (lay.tp, lay.dp, lay.moe_tp, lay.moe_ep, lay.moe_comm) == (1, 8, 1, 8, "gather")
+    assert [why for _, why in out] == ["bad: tp_size 2 x attention_dp_size 4: not a TensorRT-LLM layout "
+                                       "(enable_attention_dp runs attention one rank a GPU)"]

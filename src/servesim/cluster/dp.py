@@ -87,6 +87,12 @@ def simulate_dp(requests: Sequence[Request], config: EngineConfig, policy: str, 
                    cost_model=cost.name)
 
 
+# how each engine spreads requests over its ranks: vLLM's DP load balancing; TensorRT-LLM's attention DP gives a
+# new request to a rank with the fewest active ones (its `_balance_requests_across_ranks` heap orders by active
+# tokens, then requests: the same for identical requests, least-loaded here); SGLang's DP controller round robin
+DP_ROUTERS = {"vllm": "vllm-dp", "trtllm": "least-loaded"}
+
+
 def run_dp(requests: Sequence[Request], config: EngineConfig, policy: str, cost: CostModel, record: str = "full",
            check_invariants: bool = False, fast: bool = True) -> ClusterResult:
     """As `simulate_dp`, each rank's result apart (its steps, the routes)."""
@@ -108,7 +114,7 @@ def run_dp(requests: Sequence[Request], config: EngineConfig, policy: str, cost:
     fast = fast and not lockstep and not cfg.async_scheduling and not check_invariants
     ranks = [make_replica(i, "both", cfg, policy, rank_cost, record, fast, check_invariants, hashed)
              for i in range(dp)]
-    router = make_router("vllm-dp" if engine == "vllm" else "round-robin")
+    router = make_router(DP_ROUTERS.get(engine, "round-robin"))
     cls = DpGroup if lockstep else Cluster
     group = cls(ranks, {"both": router, "prefill": router, "decode": router}, requests, 0.0, None,
                 config.max_concurrency, front)

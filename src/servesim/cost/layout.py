@@ -130,6 +130,30 @@ class Layout:
                    ep_size > 1)
 
 
+    @classmethod
+    def trtllm(cls, tp: int = 1, enable_attention_dp: bool = False, moe_tensor_parallel_size: int | None = None,
+               moe_expert_parallel_size: int | None = None, imbalance: float | None = None) -> Layout:
+        """TensorRT-LLM 1.2's LLM API (`Mapping`): `tensor_parallel_size` GPUs; with `enable_attention_dp` attention
+        runs one data-parallel rank per GPU (each its own scheduler, the ranks stepping together through the MoE);
+        the experts split `moe_tensor_parallel_size` wide and whole over `moe_expert_parallel_size` GPUs, their
+        product the GPUs (unset: MoE TP over every GPU, Mapping's default). The MoE's tokens are gathered and
+        reduce-scattered over the ranks under attention DP (its default MoE communication), replicated without."""
+        _positive("tensor_parallel_size", tp)
+        mtp, ep = moe_tensor_parallel_size, moe_expert_parallel_size
+        if mtp is None and ep is None:
+            mtp, ep = tp, 1
+        elif mtp is None or ep is None:
+            mtp, ep = (tp // ep, ep) if mtp is None else (mtp, tp // mtp)
+        _positive("moe_tensor_parallel_size", mtp)
+        _positive("moe_expert_parallel_size", ep)
+        if mtp * ep != tp:
+            raise ConfigError(f"moe_tensor_parallel_size {mtp} x moe_expert_parallel_size {ep} must equal "
+                              f"tensor_parallel_size {tp}")
+        dp = tp if enable_attention_dp else 1
+        return cls(tp // dp, dp, mtp, ep, "gather" if dp > 1 else "replicated", _imbalance(imbalance, ep),
+                   "trtllm", ep > 1)
+
+
 def _positive(flag: str, value: object) -> None:
     if not is_int(value) or value < 1:
         raise ConfigError(f"{flag} {show(value)}: expected a positive integer")

@@ -114,7 +114,7 @@ def read_silicon(path: Path | None = None, start: str = "staggered", client: str
             fields |= {"start": start, "num_requests": max(MIN_MEASURED, MEASURED_WAVES * c), "warmup_requests": c}
         fields |= quantization_fields(row, fields["model"])
         if row["backend"] == "trtllm":
-            fields["trtllm"] = trtllm_launch(c, fields["isl"])
+            fields["trtllm"] = trtllm_launch(int(row["batch_size"]), fields["isl"])  # (per attention-DP rank)
         ttft, tpot = float(row["silicon_ttft_ms"]), float(row["silicon_tpot_ms"])
         # the mean E2E latency the two means imply: with every request `osl` tokens, each request's TPOT is
         # (e2el - ttft) / (osl - 1), so mean e2el = mean ttft + (osl - 1) x mean tpot exactly; it scores the
@@ -192,11 +192,13 @@ def _layout_reason(row: dict) -> str | None:
     here, the file's tp_size being attention's per rank): EP --ep-size, MoE TP the rest; attention DP with
     --enable-dp-attention --dp-size."""
     tp, dp, mtp, ep = _sizes(row)
-    if row["backend"] == "trtllm":  # (TensorRT-LLM's own layouts: TP, whole experts over the TP GPUs)
-        if dp > 1:
-            return f"attention_dp_size {dp} under TensorRT-LLM is not modelled yet"
-        if (ep > 1 and (ep != tp or _set(row["moe_tp_size"]))) or (ep == 1 and mtp != tp):
-            return f"moe_tp_size {mtp} x moe_ep_size {ep} beside tp_size {tp} under TensorRT-LLM is not modelled yet"
+    if row["backend"] == "trtllm":  # (TensorRT-LLM's Mapping: attention DP one rank a GPU; MoE TP x EP the GPUs)
+        if dp > 1 and tp > 1:
+            return f"tp_size {tp} x attention_dp_size {dp}: not a TensorRT-LLM layout (enable_attention_dp runs " \
+                   "attention one rank a GPU)"
+        if mtp * ep != tp * dp:
+            return f"moe_tp_size {mtp} x moe_ep_size {ep} beside tp_size {tp} x attention_dp_size {dp}: not a " \
+                   "TensorRT-LLM layout (the experts span the GPUs)"
         return None
     if row["backend"] == "vllm":
         gpus = mtp * ep
@@ -215,8 +217,11 @@ def _layout_reason(row: dict) -> str | None:
 def _layout_fields(row: dict) -> dict:
     """The row's layout as its engine's flags, and its data-parallel ranks (`ranks`)."""
     tp, dp, mtp, ep = _sizes(row)
-    if row["backend"] == "trtllm":
-        return {"ranks": 1} | ({"enable_expert_parallel": True} if ep > 1 else {})
+    if row["backend"] == "trtllm":  # (its LLM API's names; tensor_parallel_size is all the GPUs)
+        if dp == 1 and ep == 1:
+            return {"ranks": 1}  # (plain TP)
+        return {"ranks": dp, "tp": tp * dp, "moe_tensor_parallel_size": mtp, "moe_expert_parallel_size": ep} | (
+            {"enable_attention_dp": True} if dp > 1 else {})
     if row["backend"] == "vllm":
         dp = mtp * ep // tp
         out = {"ranks": dp} | ({"data_parallel_size": dp} if dp > 1 else {})
