@@ -101,3 +101,24 @@ def test_engine_options_reach_every_simulating_command(tmp_path):
     traced = runner.invoke(app, ["trace", *kv, "--preemption-mode", "swap"], terminal_width=300)
     assert "swapped" in traced.output  # the events column (folded at 80 columns): "swapped out/in N blocks"
     assert "1 preemption; recomputed tokens 0" in traced.output
+
+
+def test_the_entry_point_builds_only_the_command_it_runs(monkeypatch, capsys):
+    # typer builds a click command per registered command at each start; main() builds the named one alone and
+    # puts the others back, so the next in-process call (and the top-level help) sees every command
+    from servesim.cli.app import only_command
+
+    every = list(app.registered_commands), list(app.registered_groups)
+    with only_command(["trace", "--limit", "2"]):
+        assert [c.name for c in app.registered_commands] == [None] and app.registered_groups == []
+        assert app.registered_commands[0].callback.__name__ == "trace"
+    with only_command(["workload", "list"]):
+        assert app.registered_commands == [] and [g.name for g in app.registered_groups] == ["workload"]
+    with only_command(["--version"]):
+        assert (app.registered_commands, app.registered_groups) == every
+    assert (app.registered_commands, app.registered_groups) == every
+    monkeypatch.setattr(sys, "argv", ["servesim", "trace", "--limit", "2"])
+    with pytest.raises(SystemExit) as exc:
+        main()
+    assert exc.value.code == 0 and capsys.readouterr().out
+    assert (app.registered_commands, app.registered_groups) == every

@@ -10,7 +10,7 @@ import sys
 # OpenBLAS starting a thread per core costs ~0.04 s of every start on two cores. An explicit setting wins.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-from servesim.cli.app import app  # noqa: E402
+from servesim.cli.app import app, only_command  # noqa: E402
 from servesim.errors import ServesimError  # noqa: E402
 from servesim.output import release_stdout  # noqa: E402
 
@@ -20,7 +20,8 @@ from servesim.cli import analysis, costs, diff, plan, sim, validate, visual, wor
 
 def main() -> None:
     try:
-        code = app(standalone_mode=False)
+        with only_command(sys.argv[1:]):
+            code = app(standalone_mode=False)
     except ServesimError as exc:
         _fail(str(exc))
     except Exception as exc:

@@ -486,7 +486,7 @@ class SimOptions(*_client_flags(), *_engine_flags()):
         from servesim.engines.registry import engine_for
 
         spec = engine_for(policy)
-        settings = lesson_settings(self.workload_name(), spec.policies[policy].chunked)
+        settings = lesson_settings(self.workload_name(), spec.scheduler(policy).chunked)
         settings = {spec.own_names.get(k, k): v for k, v in settings.items()}  # under the engine's own names
         applied = {k: v for k, v in settings.items() if getattr(self, k) is None}
         if not applied:

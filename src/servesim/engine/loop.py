@@ -15,7 +15,6 @@ from dataclasses import replace
 from heapq import heappop, heappush
 
 from servesim.cost import CostModel, StepShape, get_cost_model
-from servesim.cost.speculative import with_drafter
 from servesim.engine.fastpath import FastPath, StepByStep
 from servesim.engine.frontend import delay
 from servesim.engine.records import Kind, ScheduledEntry, StepRecord, TokenClock
@@ -61,7 +60,11 @@ def simulate(
     if record not in RECORD_LEVELS:
         raise ConfigError(f"unknown record level {record!r}; valid: {', '.join(RECORD_LEVELS)}")
     check_requests(requests)
-    cost_model = with_drafter(get_cost_model(cost) if isinstance(cost, str) else cost, config)
+    cost_model = get_cost_model(cost) if isinstance(cost, str) else cost
+    if config is not None and speculating(config):  # the drafter priced in (its module imported only then)
+        from servesim.cost.speculative import with_drafter
+
+        cost_model = with_drafter(cost_model, config)
     layout = getattr(cost_model, "layout", None)
     if layout is not None and layout.dp > 1:  # data-parallel ranks: one engine each (`servesim.cluster.dp`)
         from servesim.cluster.dp import simulate_dp

@@ -31,8 +31,9 @@ def resolve_config(
     for section in config.sections_given():
         if section != spec.section:
             raise ConfigError(f"the {section} section of the config has no meaning under policy {policy}")
-    _check_unread(config, spec.policies[policy], policy)
-    cfg = spec.resolve(config, spec.policies[policy], requests, cost)
+    scheduler = spec.scheduler(policy)
+    _check_unread(config, scheduler, policy)
+    cfg = spec.resolve(config, scheduler, requests, cost)
     _check_hash_ids(cfg, requests)
     _check_fits(cfg, requests)
     return cfg

@@ -27,12 +27,12 @@ PACKAGES = ("lesson", "vllm", "sglang", "trtllm")
 @dataclass(frozen=True, slots=True)
 class EngineSpec:
     """What an engine package declares. Modules named as "module:attribute" are imported on first use (the CLI's
-    flags need typer; a conformance module imports the loop)."""
+    flags need typer; a conformance module imports the loop; a run imports its own policy's scheduler only)."""
 
     name: str  # the package: servesim.engines.<name>
     display: str  # how messages name the engine ("vLLM", "SGLang")
     version: str  # the release its rules follow ("0.33.0"); each module's docstring pins it too
-    policies: Mapping[str, type[Scheduler]]  # --policy name -> scheduler
+    policies: Mapping[str, str]  # --policy name -> its scheduler class, "module:Class" (`scheduler(policy)`)
     # (config, scheduler class, requests, cost) -> the frozen config a run uses: defaults per GPU and model filled,
     # the engine's start-up checks made
     resolve: Callable[[EngineConfig, type[Scheduler], Sequence[Request], Any], EngineConfig]
@@ -64,8 +64,15 @@ class EngineSpec:
         return self.rejected_by or self.display
 
     def load(self, what: str) -> Any:
-        module, _, attr = getattr(self, what).partition(":")
-        return getattr(importlib.import_module(module), attr) if attr else importlib.import_module(module)
+        return _import(getattr(self, what))
+
+    def scheduler(self, policy: str) -> type[Scheduler]:
+        return _import(self.policies[policy])
+
+
+def _import(name: str) -> Any:
+    module, _, attr = name.partition(":")
+    return getattr(importlib.import_module(module), attr) if attr else importlib.import_module(module)
 
 
 _ENGINES: tuple[EngineSpec, ...] | None = None
@@ -78,9 +85,9 @@ def engines() -> tuple[EngineSpec, ...]:
     return _ENGINES
 
 
-def policies() -> dict[str, type[Scheduler]]:
-    """Every policy name, with its scheduler."""
-    return {name: cls for e in engines() for name, cls in e.policies.items()}
+def policies() -> tuple[str, ...]:
+    """Every policy name (`policy_class` imports one's scheduler)."""
+    return tuple(name for e in engines() for name in e.policies)
 
 
 def engine_for(policy: str) -> EngineSpec:
@@ -91,7 +98,7 @@ def engine_for(policy: str) -> EngineSpec:
 
 
 def policy_class(policy: str) -> type[Scheduler]:
-    return engine_for(policy).policies[policy]
+    return engine_for(policy).scheduler(policy)
 
 
 def by_section(section: str) -> EngineSpec:

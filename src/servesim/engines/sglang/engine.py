@@ -2,10 +2,10 @@
 
 from servesim.engines.registry import EngineSpec
 from servesim.engines.sglang.config import bound_text, from_vllm_sizes, resolve, unchunked_config, unspeculative_config
-from servesim.engines.sglang.scheduler import SGLangScheduler
 
-ENGINE = EngineSpec(name="sglang", display="SGLang", version="0.5.23", policies={"sglang": SGLangScheduler},
-                    resolve=resolve, section="sglang", flags="servesim.engines.sglang.flags",
+ENGINE = EngineSpec(name="sglang", display="SGLang", version="0.5.23",
+                    policies={"sglang": "servesim.engines.sglang.scheduler:SGLangScheduler"}, resolve=resolve,
+                    section="sglang", flags="servesim.engines.sglang.flags",
                     host_preset="sglang", conformance="servesim.engines.sglang.conformance",
                     own_names={"max_num_seqs": "max_running_requests",
                                "max_num_batched_tokens": "chunked_prefill_size"},

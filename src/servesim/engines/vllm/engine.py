@@ -2,10 +2,9 @@
 
 from servesim.engines.registry import EngineSpec
 from servesim.engines.vllm.config import resolve
-from servesim.engines.vllm.scheduler import VLLMScheduler
-from servesim.engines.vllm.scheduler_v0 import VLLMv0Scheduler
 
 ENGINE = EngineSpec(name="vllm", display="vLLM", version="0.33.0",
-                    policies={"vllm": VLLMScheduler, "vllm-v0": VLLMv0Scheduler}, resolve=resolve,
+                    policies={"vllm": "servesim.engines.vllm.scheduler:VLLMScheduler",
+                              "vllm-v0": "servesim.engines.vllm.scheduler_v0:VLLMv0Scheduler"}, resolve=resolve,
                     flags="servesim.engines.vllm.flags",
                     conformance="servesim.engines.vllm.conformance", pd_decode=("vllm",))
