@@ -63,8 +63,10 @@ def test_qwen_sparse_step_and_mlp_only_layers(tmp_path):
 
 @pytest.mark.parametrize(("keys", "said"), [
     ({"index_topk": 2048}, "config.json:[0-9]+: index_topk: DeepSeek sparse attention"),
-    ({"layer_types": ["full_attention", "sliding_attention"]}, "layer_types: sliding_attention layers are not "
-                                                                "modelled yet"),
+    ({"layer_types": ["full_attention", "chunked_attention", "full_attention", "full_attention"]},
+     "layer_types: chunked_attention layers are not modelled yet"),
+    ({"layer_types": ["full_attention", "sliding_attention"] * 2}, "sliding_window: missing field"),
+    ({"layer_types": ["full_attention"] * 3}, "layer_types: expected one kind per layer"),
     ({"linear_num_key_heads": 16}, "linear_num_key_heads: linear attention"),
     ({"num_experts": 4, "num_experts_per_tok": 1, "mlp_only_layers": [0, 1, 2, 3]}, "no layer has experts"),
 ])

@@ -18,6 +18,7 @@ import numpy as np
 from servesim.cost.base import StepShape
 from servesim.cost.comm import A2A_KERNELS, Fabric, allreduce_time  # noqa: F401 (allreduce_time: its old home)
 from servesim.cost.host import EngineProfile
+from servesim.cost.kv_groups import KVGroups
 from servesim.cost.layout import Layout
 from servesim.cost.specs import GpuSpec, ModelSpec, is_finite, is_int, is_real, load_gpu, load_model, show
 from servesim.errors import ConfigError
@@ -36,10 +37,21 @@ NUMPY_STRETCH = 24
 PROBE_COUNT = 1 << 30
 # vLLM's names: `--quantization fp8` (weights and activations of the linear layers in FP8, the LM head kept in
 # 16 bits) and `--kv-cache-dtype` (auto: the model's dtype; fp8 variants: one byte per element).
-QUANTIZATIONS = ("fp8", "modelopt_fp4")
+QUANTIZATIONS = ("fp8", "modelopt_fp4", "mxfp4")
 # NVFP4 (`--quantization modelopt_fp4`, ModelOpt's NVFP4 checkpoints): 4-bit weights with one FP8 scale per 16,
 # 0.5 + 1/16 bytes a weight (the per-tensor FP32 scale aside)
 NVFP4_BYTES = 0.5625
+# MXFP4 (`--quantization mxfp4`, the OCP microscaling format of gpt-oss's experts): 4-bit E2M1 weights with one
+# 8-bit E8M0 scale per 32, 0.5 + 1/32 bytes a weight (4.25 bits)
+MXFP4_BYTES = 0.53125
+
+
+def window_pairs(c: int, q: int, w: int) -> int:
+    """Query-key pairs of q queries after c cached tokens in a sliding-window layer of window w: the query at
+    position j (from 1) attends to min(j, w) positions, summed over j = c + 1 .. c + q."""
+    def upto(n: int) -> int:  # sum of min(j, w) for j = 1 .. n
+        return n * (n + 1) // 2 if n <= w else w * (w + 1) // 2 + (n - w) * w
+    return upto(c + q) - upto(c)
 
 
 def int4_bytes(group_size: int) -> float:
@@ -125,6 +137,9 @@ def _check_options(m: ModelSpec, g: GpuSpec, tp: object, quantization: str | Non
     served (the checkpoint's own where --quantization is not given, as vLLM reads it)."""
     if quantization is not None and quantization not in QUANTIZATIONS:
         raise ConfigError(f"--quantization {quantization}: expected one of {', '.join(QUANTIZATIONS)} (or none)")
+    if quantization == "mxfp4" and m.quant_method != "mxfp4":
+        raise ConfigError(f"--quantization mxfp4: {m.name}'s checkpoint is not MXFP4 (its quantization_config has "
+                          "no quant_method mxfp4); expected an MXFP4 checkpoint, e.g. gpt-oss-120b")
     if m.quant_method and quantization not in (None, m.quant_method, "modelopt_fp4"):
         raise ConfigError(f"--quantization {quantization}: {m.name}'s checkpoint is {m.quant_method} (its "
                           "quantization_config), which vLLM serves as it is; drop --quantization")
@@ -204,7 +219,7 @@ class Roofline:
                  "_attn_bytes_q", "_elem_bytes", "_elem_s", "_elem_floor", "_ap", "_ad",
                  "_lm", "_sampler_bytes", "_ar_bytes", "_ar_count", "_ar_link", "_weights", "_act_bytes",
                  "_by_tokens", "_by_sampled", "_decode", "engine", "_car", "_kernels_layer", "_kernels_step", "_host",
-                 "layout", "fabric", "_a2a", "_dispatch_bytes", "_by_a2a")
+                 "layout", "fabric", "_a2a", "_dispatch_bytes", "_by_a2a", "_ce", "_eaq", "_La", "_Ls", "_W")
 
     def __init__(self, model: str | ModelSpec = "llama-3-8b", gpu: str | GpuSpec = "h100-80gb", tp: int | None = None,
                  params: CostParams | None = None, engine: EngineProfile | None = None,
@@ -258,9 +273,12 @@ class Roofline:
         if quantization == "compressed-tensors":
             self._ew = int4_bytes(m.int4_group_size)
             self._dw = d if m.int4_experts_only else self._ew
+        self._mxfp4(quantization, g, p)
         dkv = 1 if kv_cache_dtype.startswith("fp8") else d
         self._m = 1.0 / (g.memory_bandwidth * p.memory_efficiency)
         self._kl, self._L = p.kernel_latency, L
+        # attention's layers: full (every position before the query) and sliding-window (the last W positions)
+        self._La, self._Ls, self._W = m.num_full_attention_layers, m.num_sliding_layers, m.sliding_window
         # (name, k, n): a [tokens x k] @ [k x n] GEMM per layer, per GPU.
         mlp = [("gate_up_proj", h, gate_up), ("down_proj", inter, h)]
         self._gemms = [("qkv_proj", h, (heads + 2 * kv_heads) * hd), ("o_proj", heads * hd, h)]
@@ -271,7 +289,7 @@ class Roofline:
         self._attn_flops = 4.0 * heads * hd
         self._attn_bytes_kv = 2 * kv_heads * hd * dkv
         self._attn_bytes_q = (2 * heads + 2 * kv_heads) * hd * d
-        self.kv_bytes_per_token = L * 2 * kv_heads * hd * dkv
+        self.kv_bytes_per_token = self._La * 2 * kv_heads * hd * dkv  # (a sliding layer's: `window_kv_bytes`)
         self._attn_prefill = (self._attn_flops, 0.0, self._attn_bytes_kv, self._attn_bytes_q)
         if m.is_mla:
             self._mla(m, heads, d, dkv)
@@ -292,6 +310,18 @@ class Roofline:
         self._act_bytes = d * (2 * h + act)  # live activations per token at the MLP
         self._check_finite()
 
+    def _mxfp4(self, quantization: str | None, g: GpuSpec, p: CostParams) -> None:
+        """The routed experts' seconds per FLOP (`_ce`) and activation quantization bytes per input element
+        (`_eaq`). MXFP4 (the experts alone, `--quantization mxfp4`): W4A4 at the FP4 peak where the GPU file has
+        one (Blackwell), the activations quantized per 32 in a kernel of their own (read 16 bits, write 4.25);
+        else W4A16 (Hopper: vLLM's Marlin / Triton MXFP4 MoE kernels dequantize the weights into 16-bit GEMMs)."""
+        self._ce, self._eaq = self._cq, self._aq
+        if quantization == "mxfp4":
+            self._dw, self._ew, self._cq, self._aq = self.model.dtype_bytes, MXFP4_BYTES, self._c, 0
+            w4a4 = g.fp4_flops is not None
+            self._ce = 1.0 / (g.fp4_flops * p.compute_efficiency) if w4a4 else self._c
+            self._eaq = self.model.dtype_bytes + MXFP4_BYTES if w4a4 else 0
+
     def _mla(self, m: ModelSpec, heads: int, d: int, dkv: int) -> None:
         """Multi-head latent attention as vLLM 0.33 runs it (`vllm/model_executor/layers/attention/mla_attention.py`,
         `MLACommonImpl`; DeepSeek-V3's modules): per GPU the replicated fused_qkv_a_proj (hidden -> q_lora_rank +
@@ -311,7 +341,7 @@ class Roofline:
         self._attn_flops = 2.0 * heads * (2 * r + rope)  # absorbed: QK over r + rope, PV over r
         self._attn_bytes_kv = (r + rope) * dkv  # one latent per position, read by every head
         self._attn_bytes_q = (heads * (2 * r + rope) + r + rope) * d  # q in, latent out, the token's latent written
-        self.kv_bytes_per_token = m.num_hidden_layers * (r + rope) * dkv
+        self.kv_bytes_per_token = self._La * (r + rope) * dkv
         # prefill: the decompression GEMM per KV position (rank -> heads x (nope + v)), its K and V written and
         # read, then attention with qk = nope + rope and v head dims
         self._attn_prefill = (2.0 * heads * (qk + v), 2.0 * r * heads * (nope + v),
@@ -408,7 +438,7 @@ class Roofline:
         FP8 GEMM's activation quantization is fused into the kernel before it). `quantized=False`: the LM head,
         which vLLM's fp8 quantization leaves in 16 bits."""
         flops, nbytes, qbytes = self._gemm_parts(tokens, k, n, weight_copies, quantized, expert)
-        fc, fm = flops * (self._cq if quantized else self._c), nbytes * self._m
+        fc, fm = flops * ((self._ce if expert else self._cq) if quantized else self._c), nbytes * self._m
         if qbytes:  # the activation quantization kernel before it: reads 16 bits, writes 8 or 4.5
             q = qbytes * self._m + self._kl
             return fc + q, fm + q
@@ -427,7 +457,7 @@ class Roofline:
         padded = -(-tokens // GEMM_TILE_TOKENS) * GEMM_TILE_TOKENS
         d = self.model.dtype_bytes
         dw = (self._ew if expert else self._dw) if quantized else d
-        qbytes = tokens * k * self._aq if quantized else 0
+        qbytes = tokens * k * (self._eaq if expert else self._aq) if quantized else 0
         return 2.0 * padded * k * n, dw * weight_copies * k * n + d * tokens * (k + n), qbytes
 
     def _experts_touched(self, tokens: int) -> float:
@@ -466,19 +496,11 @@ class Roofline:
         hm = self._host
         if tokens == 0 and not pad:
             return self.params.step_overhead if hm is None or device_only else hm[0]
-        attn = 0.0
-        if pq:
-            cp, per_q, floor, mem = self._ap
-            fp, fkv, bkv, bq = self._attn_prefill
-            fc = fp * ppairs * cp + fkv * pkv * cp + per_q * pq
-            fm = (bkv * pkv + bq * pq) * mem
-            attn += (fc if fc > fm else fm) + floor
-        if dq:
-            cp, mem, floor = self._ad
-            fc, fm = self._attn_flops * dpairs * cp, (self._attn_bytes_kv * dkv + self._attn_bytes_q * dq) * mem
-            attn += (fc if fc > fm else fm) + floor
         sampled = num_decodes + shape.num_sampled
-        device = self._fixed(tokens if tokens > pad else pad, sampled, pq > 0) + self._L * attn
+        device = self._fixed(tokens if tokens > pad else pad, sampled, pq > 0) + self._La * self._attention(
+            pq, pkv, ppairs, dq, dkv, dpairs)
+        if self._Ls:
+            device += self._Ls * self._attention(*self._window_sums(num_decodes, decode_context_sum, shape))
         if hm is None or device_only:
             return device
         fixed, per_seq, launch, overlap = hm
@@ -490,6 +512,38 @@ class Roofline:
         if overlap:
             return host if host > device else device
         return host + device
+
+    def _attention(self, pq: int, pkv: int, ppairs: int, dq: int, dkv: int, dpairs: int) -> float:
+        """One layer's attention seconds: the prefill rows' (pq queries, pkv positions read, ppairs query-key
+        pairs) and the decode rows' kernels."""
+        attn = 0.0
+        if pq:
+            cp, per_q, floor, mem = self._ap
+            fp, fkv, bkv, bq = self._attn_prefill
+            fc = fp * ppairs * cp + fkv * pkv * cp + per_q * pq
+            fm = (bkv * pkv + bq * pq) * mem
+            attn += (fc if fc > fm else fm) + floor
+        if dq:
+            cp, mem, floor = self._ad
+            fc, fm = self._attn_flops * dpairs * cp, (self._attn_bytes_kv * dkv + self._attn_bytes_q * dq) * mem
+            attn += (fc if fc > fm else fm) + floor
+        return attn
+
+    def _window_sums(self, num_decodes: int, decode_context_sum: int, shape: StepShape) -> tuple[int, ...]:
+        """`_attention`'s sums in a sliding-window layer: a query at position j (counted from 1) attends to
+        min(j, W) positions; a row of q queries after c cached tokens reads min(c + q, W + q - 1) positions. The
+        decode cohort's n decodes, known by their context sum only, read min(sum + n, n x W): exact when every
+        context is past the window or none is, an upper bound else."""
+        w, pq, pkv, ppairs = self._W, 0, 0, 0
+        dq, dkv = num_decodes, min(decode_context_sum + num_decodes, num_decodes * w)
+        dpairs = dkv
+        for q, c, dec in zip(shape.num_new_tokens, shape.num_context_tokens, shape.is_decode):
+            kv, pairs = min(c + q, w + q - 1), window_pairs(c, q, w)
+            if dec:
+                dq, dkv, dpairs = dq + q, dkv + kv, dpairs + pairs
+            else:
+                pq, pkv, ppairs = pq + q, pkv + kv, ppairs + pairs
+        return pq, pkv, ppairs, dq, dkv, dpairs
 
     def num_kernels(self, attention_kernels: int, sampled: bool) -> int:
         """Kernels one forward pass launches: per layer its GEMMs, elementwise kernels, all-reduces and one
@@ -550,9 +604,13 @@ class Roofline:
         consts = self._decode.get(n)
         if consts is None:
             cp, mem, floor = self._ad
-            consts = self._decode[n] = (self._fixed(n, n), self._L, floor, self._attn_flops, cp,
+            consts = self._decode[n] = (self._fixed(n, n), self._La, floor, self._attn_flops, cp,
                                         self._attn_bytes_kv, mem, self._attn_bytes_q * n)
         fixed, L, kl, af, c, bkv, mem, q = consts
+        if self._Ls:  # (sliding-window layers: step by step, `step_time_with_decodes`' arithmetic)
+            empty = StepShape((), (), (), 0)
+            out = [self.step_time_with_decodes(n, context_sum + i * n, empty, device_only=True) for i in range(k)]
+            return out if self.engine is None else [self.engine.wall(d, *self._decode_host(n)) for d in out]
         e = self.engine
         if k >= NUMPY_STRETCH:  # the same operations, in the same order, on arrays (IEEE: the same floats)
             kv = np.arange(context_sum + n, context_sum + n + n * k, n, dtype=np.float64)[:k]
@@ -668,24 +726,7 @@ class Roofline:
                 for name, fc, fm, count, flops, nbytes in self._moe_ops(tokens, work=True):
                     if count:
                         add(name, fc, fm, count, flops, nbytes)
-            for label, want in (("attention (prefill)", False), ("attention (decode)", True)):
-                rows = [(q, cx) for q, cx, dec in zip(shape.num_new_tokens, shape.num_context_tokens,
-                                                      shape.is_decode) if dec == want]
-                if rows:
-                    fp, fkv, bkv, bq = ((self._attn_flops, 0.0, self._attn_bytes_kv, self._attn_bytes_q) if want
-                                        else self._attn_prefill)
-                    flops = (fp * sum(q * cx + q * (q + 1) // 2 for q, cx in rows)
-                             + fkv * sum(cx + q for q, cx in rows))
-                    nbytes = sum(bkv * (cx + q) + bq * q for q, cx in rows)
-                    if want:
-                        cp, mem, floor = self._ad
-                        fc = flops * cp
-                    else:
-                        cp, per_q, floor, mem = self._ap
-                        fc = flops * cp + per_q * sum(q for q, _ in rows)
-                    fm = nbytes * mem
-                    out.append(OpCost(label, L * (max(fc, fm) + floor), "compute" if fc > fm else "memory",
-                                      L * flops, L * nbytes))
+            out += self._attention_ops(shape)
             nbytes = self._elem_bytes * tokens
             out.append(OpCost("norms, rotary, activation", self._elem_s * tokens + self._elem_floor, "memory",
                               0.0, nbytes))
@@ -708,6 +749,34 @@ class Roofline:
             out.append(OpCost("step overhead", self.params.step_overhead, "overhead"))
         return out
 
+    def _attention_ops(self, shape: StepShape) -> list[OpCost]:
+        """The breakdown's attention lines: prefill and decode rows, in the full-attention layers and (a line of
+        their own) the sliding-window ones."""
+        out = []
+        kinds = [("", self._La, None)] + ([(f", sliding window {self._W}", self._Ls, self._W)] if self._Ls else [])
+        for suffix, layers, w in kinds:
+            for label, want in (("attention (prefill", False), ("attention (decode", True)):
+                rows = [(q, cx) for q, cx, dec in zip(shape.num_new_tokens, shape.num_context_tokens,
+                                                      shape.is_decode) if dec == want]
+                if not rows:
+                    continue
+                fp, fkv, bkv, bq = ((self._attn_flops, 0.0, self._attn_bytes_kv, self._attn_bytes_q) if want
+                                    else self._attn_prefill)
+                pairs = sum(window_pairs(cx, q, w) if w else q * cx + q * (q + 1) // 2 for q, cx in rows)
+                kv = sum(min(cx + q, w + q - 1) if w else cx + q for q, cx in rows)
+                flops = fp * pairs + fkv * kv
+                nbytes = bkv * kv + bq * sum(q for q, _ in rows)
+                if want:
+                    cp, mem, floor = self._ad
+                    fc = flops * cp
+                else:
+                    cp, per_q, floor, mem = self._ap
+                    fc = flops * cp + per_q * sum(q for q, _ in rows)
+                fm = nbytes * mem
+                out.append(OpCost(f"{label}{suffix})", layers * (max(fc, fm) + floor),
+                                  "compute" if fc > fm else "memory", layers * flops, layers * nbytes))
+        return out
+
     # -- KV capacity ------------------------------------------------------------------------------------------
 
     @property
@@ -718,6 +787,16 @@ class Roofline:
     def activation_peak_bytes(self, max_num_batched_tokens: int, max_num_seqs: int = 256) -> int:
         """vLLM's profiling forward pass at the full token budget: live MLP activations, plus float32 logits."""
         return max_num_batched_tokens * self._act_bytes + max_num_seqs * self.model.vocab_size * 4
+
+    @property
+    def kv_groups(self) -> KVGroups:
+        """vLLM's KV cache groups of this model's attention layers (`servesim.cost.kv_groups`)."""
+        return KVGroups.of(self._La, self._Ls)
+
+    def kv_blocks_per_request(self, block_size: int) -> int:
+        """Blocks of `block_size` tokens a request holds whatever its length: a sliding-window model's window, in
+        vLLM's hybrid KV cache manager (0 for a model without sliding-window layers)."""
+        return self.kv_groups.per_request(self._W, block_size) if self._Ls else 0
 
     def max_total_num_tokens(self, mem_fraction_static: float) -> int:
         """KV tokens per GPU as SGLang sizes its token pool (`ModelRunner.profile_max_num_token`): the memory left
@@ -742,7 +821,10 @@ class Roofline:
             raise ConfigError("block_size must be > 0 and gpu_memory_utilization in (0, 1]")
         free = (self.gpu.memory_bytes * gpu_memory_utilization - self._weights
                 - self.activation_peak_bytes(max_num_batched_tokens, max_num_seqs))
-        blocks = int(free // (block_size * self.kv_bytes_per_token))
+        if self._Ls:  # vLLM's hybrid KV cache manager: one pool for its groups of each layer kind
+            blocks = self.kv_groups.pool_blocks(free, block_size, self.kv_bytes_per_token // self._La)
+        else:
+            blocks = int(free // (block_size * self.kv_bytes_per_token))
         if blocks < 2:
             raise ConfigError(
                 f"{self.model.name} does not fit on {self.gpu.name} at tp={self.tp}: weights "

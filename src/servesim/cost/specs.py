@@ -320,6 +320,10 @@ class ModelSpec:
     qk_nope_head_dim: int = 0
     qk_rope_head_dim: int = 0
     v_head_dim: int = 0
+    # sliding-window attention (`layer_types`' "sliding_attention", gpt-oss's and Gemma's): the layers that attend
+    # to the last `sliding_window` positions only (the query's own included), and hold no KV before them
+    sliding_window: int = 0
+    num_sliding_layers: int = 0
 
     def __post_init__(self) -> None:
         """The rules `from_config` applies with the file's line numbers, for a spec built in Python."""
@@ -349,8 +353,8 @@ class ModelSpec:
                       "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
             if not is_int(getattr(self, field)) or getattr(self, field) < 0:
                 bad(field, getattr(self, field), "an integer >= 0")
-        if self.quant_method not in ("", "fp8", "compressed-tensors"):
-            bad("quant_method", self.quant_method, "'' (the model's dtype), fp8 or compressed-tensors")
+        if self.quant_method not in QUANT_METHODS:
+            bad("quant_method", self.quant_method, "'' (the model's dtype), fp8, compressed-tensors or mxfp4")
         if (self.quant_method == "compressed-tensors") != (is_int(self.int4_group_size) and self.int4_group_size > 0):
             bad("int4_group_size", self.int4_group_size, "a group size > 0 exactly for compressed-tensors")
         wbs = self.weight_block_size
@@ -359,6 +363,15 @@ class ModelSpec:
             bad("weight_block_size", wbs, "None or two positive integers")
         if self.kv_lora_rank and not (self.qk_nope_head_dim and self.qk_rope_head_dim and self.v_head_dim):
             bad("qk_nope_head_dim", self.qk_nope_head_dim, "MLA's head dims (qk_nope, qk_rope, v) all > 0")
+        for field in ("sliding_window", "num_sliding_layers"):
+            if not is_int(getattr(self, field)) or getattr(self, field) < 0:
+                bad(field, getattr(self, field), "an integer >= 0")
+        if bool(self.sliding_window) != bool(self.num_sliding_layers) or \
+                self.num_sliding_layers >= self.num_hidden_layers:
+            bad("num_sliding_layers", self.num_sliding_layers, "sliding layers (fewer than num_hidden_layers) exactly "
+                "when sliding_window > 0")
+        if self.quant_method == "mxfp4" and not self.num_local_experts:
+            bad("quant_method", self.quant_method, "mxfp4 for a MoE model's experts (a model with experts)")
         if self.num_local_experts and self.num_dense_layers >= self.num_hidden_layers:
             bad("num_dense_layers", self.num_dense_layers, f"fewer than num_hidden_layers ({self.num_hidden_layers})")
 
@@ -393,12 +406,23 @@ class ModelSpec:
                 + heads * self.v_head_dim * h)
 
     @property
-    def kv_bytes_per_token(self) -> int:
-        """KV cache bytes a token takes over all layers on one GPU, in the model's dtype: K and V of every KV
-        head, or MLA's one latent (kv_lora_rank + qk_rope_head_dim)."""
+    def num_full_attention_layers(self) -> int:
+        """Layers that attend to every position before the query (and cache every token)."""
+        return self.num_hidden_layers - self.num_sliding_layers
+
+    @property
+    def kv_bytes_per_token_layer(self) -> int:
+        """KV cache bytes a token takes in one attention layer, in the model's dtype: K and V of every KV head, or
+        MLA's one latent (kv_lora_rank + qk_rope_head_dim)."""
         per_layer = self.kv_lora_rank + self.qk_rope_head_dim if self.is_mla else \
             2 * self.num_key_value_heads * self.head_dim
-        return self.num_hidden_layers * per_layer * self.dtype_bytes
+        return per_layer * self.dtype_bytes
+
+    @property
+    def kv_bytes_per_token(self) -> int:
+        """KV cache bytes each token of a request adds, over the full-attention layers (a sliding-window layer holds
+        at most its window's, whatever the request's length)."""
+        return self.num_full_attention_layers * self.kv_bytes_per_token_layer
 
     @property
     def num_moe_layers(self) -> int:
@@ -473,6 +497,7 @@ class ModelSpec:
         vocab = integer("vocab_size")
         mpe = integer("max_position_embeddings", default=0, maximum=None) or None
         _refuse_unmodelled(doc, config)
+        window = _sliding_layers(doc, config, integer, layers)
         # routed experts under Mixtral's and MiniMax's name, Qwen-MoE's, DeepSeek's
         experts_key = key_of("num_local_experts", "num_experts", "n_routed_experts") or "num_local_experts"
         experts = integer(experts_key, minimum=0, default=0)
@@ -510,7 +535,7 @@ class ModelSpec:
                 max_position_embeddings=mpe, torch_dtype=dtype, num_local_experts=experts,
                 num_experts_per_tok=per_tok, gated_mlp=model_type not in NON_GATED_MODEL_TYPES,
                 tie_word_embeddings=tied, moe_intermediate_size=moe_inter, shared_expert_intermediate_size=shared,
-                num_dense_layers=dense_layers, **mla, **quant,
+                num_dense_layers=dense_layers, **mla, **quant, **window,
             )
         except ConfigError as exc:
             raise ConfigError(f"{source}: {exc}") from None
@@ -524,7 +549,8 @@ UNMODELLED_KEYS = {
     "attention_chunk_size": "chunked local attention (Llama 4)",
     "interleave_moe_layer_step": "interleaved MoE layers (Llama 4)",
 }
-ATTENTION_LAYER_TYPES = ("full_attention",)
+ATTENTION_LAYER_TYPES = ("full_attention", "sliding_attention")
+QUANT_METHODS = ("", "fp8", "compressed-tensors", "mxfp4")
 
 
 def _refuse_unmodelled(doc: InputDoc, config: dict) -> None:
@@ -541,6 +567,24 @@ def _refuse_unmodelled(doc: InputDoc, config: dict) -> None:
                      f"{', '.join(ATTENTION_LAYER_TYPES)}")
 
 
+def _sliding_layers(doc: InputDoc, config: dict, integer, layers: int) -> dict:
+    """`layer_types`' sliding-window layers (transformers' GptOssConfig, Gemma's) and their `sliding_window`;
+    a config without layer_types has none (Mistral-7B's `sliding_window` alone, as vLLM reads it for its
+    layers, is left out here: servesim reads it as full attention)."""
+    kinds = config.get("layer_types")
+    if kinds is None:
+        return {}
+    if len(kinds) != layers:
+        doc.fail_type(("layer_types",), kinds, f"one kind per layer (num_hidden_layers {layers})")
+    sliding = kinds.count("sliding_attention")
+    if not sliding:
+        return {}
+    if sliding == layers:
+        doc.fail(("layer_types",), "every layer sliding_attention: expected at least one full_attention layer "
+                 "(vLLM's hybrid KV cache manager needs one)")
+    return {"sliding_window": integer("sliding_window"), "num_sliding_layers": sliding}
+
+
 def _quantization_config(doc: InputDoc, config: dict) -> dict:
     """The checkpoint's `quantization_config`, as vLLM reads it: quant_method fp8 (`Fp8Config.from_config`:
     weight_block_size [n, k] for block-wise scales, absent for per-tensor) or compressed-tensors (`_int4_config`).
@@ -552,14 +596,32 @@ def _quantization_config(doc: InputDoc, config: dict) -> dict:
         doc.fail_type(("quantization_config",), q, "an object")
     if q.get("quant_method") == "compressed-tensors":
         return _int4_config(doc, q)
+    if q.get("quant_method") == "mxfp4":
+        return _mxfp4_config(doc, q)
     if q.get("quant_method") != "fp8":
         doc.fail(("quantization_config", "quant_method"), f"{show(q.get('quant_method'))} checkpoints are not "
-                 "modelled yet; expected fp8 or compressed-tensors")
+                 "modelled yet; expected fp8, compressed-tensors or mxfp4")
     block = q.get("weight_block_size")
     if block is not None and not (isinstance(block, list) and len(block) == 2 and all(is_int(b) and b > 0
                                                                                      for b in block)):
         doc.fail_type(("quantization_config", "weight_block_size"), block, "two positive integers")
     return {"quant_method": "fp8", "weight_block_size": tuple(block) if block else None}
+
+
+# The modules an MXFP4 checkpoint leaves in 16 bits, as gpt-oss's `modules_to_not_convert` names them: attention,
+# the router, the embedding and the LM head (the experts alone are MXFP4)
+MXFP4_UNCONVERTED = ("model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head")
+
+
+def _mxfp4_config(doc: InputDoc, q: dict) -> dict:
+    """MXFP4 (OCP microscaling: 4-bit E2M1 weights, one E8M0 scale per 32), as vLLM's `Mxfp4Config` serves it:
+    the MoE experts only, every other module in 16 bits (the checkpoint's `modules_to_not_convert`, which must
+    keep attention, the router, the embedding and the LM head out)."""
+    kept = q.get("modules_to_not_convert") or []
+    if not isinstance(kept, list) or not set(MXFP4_UNCONVERTED) <= set(kept):
+        doc.fail(("quantization_config", "modules_to_not_convert"), f"expected at least {', '.join(MXFP4_UNCONVERTED)}"
+                 " (MXFP4 experts, everything else in 16 bits: the one MXFP4 scheme modelled)")
+    return {"quant_method": "mxfp4"}
 
 
 # A module of each family, named as vLLM's DeepSeek-style models name them, to try a checkpoint's `ignore` on

@@ -35,6 +35,9 @@ def resolve(config: EngineConfig, scheduler: type[Scheduler], requests: Sequence
     if cfg.num_gpu_blocks is None and callable(derive):
         cfg = replace(cfg, num_gpu_blocks=derive(cfg.block_size, cfg.gpu_memory_utilization,
                                                  cfg.max_num_batched_tokens, cfg.max_num_seqs))
+    per_request = getattr(cost, "kv_blocks_per_request", None)
+    if callable(per_request) and not cfg.kv_blocks_per_request:  # (a hybrid model's sliding-window blocks)
+        cfg = replace(cfg, kv_blocks_per_request=per_request(cfg.block_size))
     if cfg.speculative_config is not None:
         _check_speculation(cfg, requests)
     if cfg.watermark and cfg.num_gpu_blocks is None:
