@@ -164,3 +164,12 @@ def test_layer_types_with_sliding_layers_need_a_window(tmp_path):
     path.write_text(json.dumps(config, indent=2))
     with pytest.raises(ConfigError, match="config.json: sliding_window: missing field; expected an integer >= 1"):
         load_model(str(path))
+
+
+def test_sglang_pool_of_a_sliding_window_model_by_hand():
+    # SGLang's set_num_token_hybrid: the tokens all 36 layers could hold (63.5 GB / 73,728 B = 861,542), x 36,
+    # over 18 full + 0.8 x 18 sliding layers
+    r = Roofline("gpt-oss-120b", "h200")
+    free = 141 * 2**30 * 0.85 - 65_168_179_200
+    every = int(free // (36 * 2048))
+    assert r.max_total_num_tokens(0.85) == int(every * 36 / (0.8 * 18 + 18)) == 957_268

@@ -58,6 +58,8 @@ def int4_bytes(group_size: int) -> float:
     """Bytes a weight of compressed-tensors' W4A16 checkpoints: 4 bits and a 16-bit scale per group."""
     return 0.5 + 2 / group_size
 KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2")
+# SGLang's --swa-full-tokens-ratio default (`server_args.py`): its sliding-window pool's tokens over the full pool's
+SWA_FULL_TOKENS_RATIO = 0.8
 
 
 @dataclass(frozen=True, slots=True)
@@ -801,11 +803,19 @@ class Roofline:
     def max_total_num_tokens(self, mem_fraction_static: float) -> int:
         """KV tokens per GPU as SGLang sizes its token pool (`ModelRunner.profile_max_num_token`): the memory left
         after the weights, less the (1 - mem_fraction_static) share SGLang keeps back for activations and CUDA
-        graphs, over the KV bytes of a token: (GPU memory x mem_fraction_static - weights) / KV bytes per token."""
+        graphs, over the KV bytes of a token: (GPU memory x mem_fraction_static - weights) / KV bytes per token.
+        A sliding-window model's pool is the full-attention layers' (`set_num_token_hybrid`): the tokens every
+        layer could hold, times the layers, over full layers + swa_full_tokens_ratio x sliding layers (its SWA pool
+        holds that ratio of the full pool's tokens, and frees those out of the window)."""
         if not 0 < mem_fraction_static <= 1:
             raise ConfigError(f"sglang.mem_fraction_static must be in (0, 1], got {mem_fraction_static}")
         free = self.gpu.memory_bytes * mem_fraction_static - self._weights
-        tokens = int(free // self.kv_bytes_per_token)
+        if self._Ls:
+            layer = self.kv_bytes_per_token // self._La
+            every = int(free // (layer * self._L))
+            tokens = int(every * self._L / (SWA_FULL_TOKENS_RATIO * self._Ls + self._La))
+        else:
+            tokens = int(free // self.kv_bytes_per_token)
         if tokens < 2:
             raise ConfigError(
                 f"{self.model.name} does not fit on {self.gpu.name} at tp={self.tp}: weights "
