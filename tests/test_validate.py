@@ -167,6 +167,22 @@ def test_aic_silicon_rows_as_deployments(tmp_path):
         read_silicon(tmp_path / "s.csv", client="guidellm")
 
 
+def test_aic_silicon_gpt_oss_rows_serve_the_mxfp4_checkpoint(tmp_path):
+    # the file labels gpt-oss-120b's rows nvfp4 (and fp8), its precision profiles' names; the engines serve the
+    # checkpoint's own MXFP4 experts (its quantization_config), as servesim does
+    rows = ["v,src,vllm,0.15.1,openai/gpt-oss-120b,b200_sxm,fp4,agg,1024,1024,nvfp4,nvfp4,8,2,1,1,2,1,100,10",
+            "t,src,trtllm,1.3.0rc1,openai/gpt-oss-120b,h100_sxm,fp8,agg,4000,1000,fp8,fp8,48,4,1,,4,1,100,10"]
+    (tmp_path / "s.csv").write_text(SILICON_HEAD + "\n".join(rows) + "\n")
+    from servesim.validate.aic import read_silicon
+
+    (v, t), out = read_silicon(tmp_path / "s.csv")
+    assert not out
+    assert (v.fields["model"], v.fields["quantization"], "kv_cache_dtype" in v.fields) == ("gpt-oss-120b", "mxfp4",
+                                                                                           False)
+    # (the fp8 profile's KV cache stays: AIConfigurator's generator writes it from the profile)
+    assert (t.fields["quantization"], t.fields["kv_cache_dtype"]) == ("mxfp4", "fp8")
+
+
 def test_a_staggered_closed_loop_by_hand():
     # toy cost, concurrency 2, 100-token prompts, 3 tokens: alone a request takes 12 ms (a 10 ms prompt step, two
     # 1 ms decodes), so the users start 6 ms apart. r0: prompt [0, 10]; r1 arrives at 6 and prefills beside r0's

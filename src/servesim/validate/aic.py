@@ -13,15 +13,15 @@ benchmark/bench_run.sh.j2`: `aiperf profile --concurrency C --num-requests 20C -
 rounds, every user starting together (`servesim.clients.aiperf`). Either way the engine's defaults for the
 GPU; NVFP4 (`--quantization modelopt_fp4`) where its GEMMs and experts are; FP8 weights where the row's GEMMs
 are FP8; the checkpoint's own quantization where it has one (block-wise FP8: MiniMax-M2.5, DeepSeek-V3/R1,
-Qwen3-235B-A22B-FP8; 4-bit experts: Kimi-K2.5; their quantization_config, which the engines read whatever
-the row's label says); the row's parallel layout under its engine's flags (`_layout_reason`: vLLM's
---data-parallel-size from attention_dp_size, or from a MoE that spans more GPUs than tp_size, and
---enable-expert-parallel; SGLang's --ep-size beside a MoE TP, --enable-dp-attention --dp-size), its
+Qwen3-235B-A22B-FP8; 4-bit experts: Kimi-K2.5; MXFP4 experts: gpt-oss-120b; their quantization_config, which
+the engines read whatever the row's label says); the row's parallel layout under its engine's flags
+(`_layout_reason`: vLLM's --data-parallel-size from attention_dp_size, or from a MoE that spans more GPUs than
+tp_size, and --enable-expert-parallel; SGLang's --ep-size beside a MoE TP, --enable-dp-attention --dp-size), its
 `batch_size` per attention-DP rank as AIConfigurator reads it (`global_bs = bs x attention_dp_size`). A TensorRT-LLM
 row runs under `--policy trtllm` as AIConfigurator's generator launches an agg worker (`TRTLLM_LAUNCH`), its
 layout TP with whole experts where `moe_ep_size` = `tp_size`. A row servesim cannot express yet is out of
 reach, with the reason (a model or GPU it does not know, disaggregated serving, pipeline parallelism, TensorRT-LLM's
-attention DP, MXFP4).
+attention DP).
 """
 
 from __future__ import annotations
@@ -38,7 +38,8 @@ MODELS = {"meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b", "nvidia/Llama-3.1-
           "deepseek-ai/DeepSeek-V3": "deepseek-v3", "deepseek-ai/DeepSeek-R1": "deepseek-r1",
           # NVIDIA's NVFP4 checkpoints: the base model's shapes (DeepSeek-V3.1's config has DeepSeek-V3's)
           "nvidia/DeepSeek-R1-NVFP4": "deepseek-r1", "nvidia/DeepSeek-V3.1-NVFP4": "deepseek-v3",
-          "nvidia/Qwen3-32B-NVFP4": "qwen3-32b", "moonshotai/Kimi-K2.5": "kimi-k2.5"}
+          "nvidia/Qwen3-32B-NVFP4": "qwen3-32b", "moonshotai/Kimi-K2.5": "kimi-k2.5",
+          "openai/gpt-oss-120b": "gpt-oss-120b"}
 GPUS = {"h100_sxm": "h100-80gb", "h200_sxm": "h200", "b200_sxm": "b200", "b300_sxm": "b300", "gb200": "gb200",
         "gb300": "gb300"}
 ENGINES = ("vllm", "sglang", "trtllm")
@@ -97,7 +98,9 @@ def read_silicon(path: Path | None = None, start: str = "staggered",
             fields |= {"num_requests": AIPERF_ROUNDS * c, "warmup_requests": AIPERF_WARMUP_ROUNDS * c}
         else:
             fields |= {"start": start, "num_requests": max(MIN_MEASURED, MEASURED_WAVES * c), "warmup_requests": c}
-        if row["gemm_quant_mode"] == "nvfp4":  # an NVFP4 checkpoint of the model (NVIDIA's ModelOpt ones)
+        if _mxfp4_checkpoint(fields["model"]):  # (gpt-oss's MXFP4 experts, whatever the row's label says)
+            fields["quantization"] = "mxfp4"
+        elif row["gemm_quant_mode"] == "nvfp4":  # an NVFP4 checkpoint of the model (NVIDIA's ModelOpt ones)
             fields["quantization"] = "modelopt_fp4"
         elif row["gemm_quant_mode"] == "fp8" or _block_checkpoint(fields["model"]):
             fields["quantization"] = "fp8"  # (a block-wise FP8 checkpoint is served as one: its own config)
@@ -135,7 +138,7 @@ def _out_of_reach(row: dict) -> str | None:
     if _set(row["pp_size"]):
         return f"pp_size {row['pp_size']} is not modelled yet"
     why = _layout_reason(row)
-    if why:
+    if why or _mxfp4_checkpoint(MODELS[row["model_path"]]):
         return why
     gemm, moe = row["gemm_quant_mode"], row["moe_quant_mode"]
     if "nvfp4" in (gemm, moe) and (gemm != "nvfp4" or moe not in (None, "", "nvfp4")):
@@ -208,6 +211,13 @@ def _block_checkpoint(model: str) -> bool:
     """Whether a built-in model's checkpoint is block-wise FP8 (its quantization_config), as vLLM and SGLang
     then serve it whatever the row's label."""
     return load_model(model).weight_block_size is not None
+
+
+def _mxfp4_checkpoint(model: str) -> bool:
+    """Whether a built-in model's checkpoint is MXFP4 (gpt-oss's quantization_config), which vLLM, SGLang and
+    TensorRT-LLM serve as it is: the silicon file labels gpt-oss's rows nvfp4 (or fp8), its own precision
+    profiles' names, not the checkpoint's."""
+    return load_model(model).quant_method == "mxfp4"
 
 
 def _set(value: str | None) -> bool:
