@@ -18,7 +18,7 @@ import numpy as np
 from servesim.cost.base import StepShape
 from servesim.cost.comm import A2A_KERNELS, Fabric, allreduce_time  # noqa: F401 (allreduce_time: its old home)
 from servesim.cost.host import EngineProfile
-from servesim.cost.kv_groups import KVGroups
+from servesim.cost.kv_groups import KVGroups, state_block_size
 from servesim.cost.layout import Layout
 from servesim.cost.specs import GpuSpec, ModelSpec, is_finite, is_int, is_real, load_gpu, load_model, show
 from servesim.errors import ConfigError
@@ -41,6 +41,8 @@ QUANTIZATIONS = ("fp8", "modelopt_fp4", "mxfp4")
 # NVFP4 (`--quantization modelopt_fp4`, ModelOpt's NVFP4 checkpoints): 4-bit weights with one FP8 scale per 16,
 # 0.5 + 1/16 bytes a weight (the per-tensor FP32 scale aside)
 NVFP4_BYTES = 0.5625
+# Gated DeltaNet's chunk in the chunked gated delta rule (flash-linear-attention's `chunk_gated_delta_rule`, 64)
+GDN_CHUNK = 64
 # MXFP4 (`--quantization mxfp4`, the OCP microscaling format of gpt-oss's experts): 4-bit E2M1 weights with one
 # 8-bit E8M0 scale per 32, 0.5 + 1/32 bytes a weight (4.25 bits)
 MXFP4_BYTES = 0.53125
@@ -60,6 +62,8 @@ def int4_bytes(group_size: int) -> float:
 KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2")
 # SGLang's --swa-full-tokens-ratio default (`server_args.py`): its sliding-window pool's tokens over the full pool's
 SWA_FULL_TOKENS_RATIO = 0.8
+# SGLang's --mamba-full-memory-ratio default: a linear-attention state pool's memory over the full-attention KV's
+MAMBA_FULL_MEMORY_RATIO = 0.9
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +165,9 @@ def _check_options(m: ModelSpec, g: GpuSpec, tp: object, quantization: str | Non
     if m.num_key_value_heads % tp and tp % m.num_key_value_heads:
         raise ConfigError(f"tp={tp}: num_key_value_heads ({m.num_key_value_heads}) of {m.name} must divide "
                           "or be a multiple of tp")
+    for key in ("linear_num_key_heads", "linear_num_value_heads"):
+        if getattr(m, key) % tp:
+            raise ConfigError(f"tp={tp}: must divide {key} ({getattr(m, key)}) of {m.name}")
     if m.num_moe_layers < m.num_hidden_layers and m.intermediate_size % tp:
         raise ConfigError(f"tp={tp}: must divide intermediate_size ({m.intermediate_size}) of {m.name}")
     if not m.num_local_experts:
@@ -221,7 +228,8 @@ class Roofline:
                  "_attn_bytes_q", "_elem_bytes", "_elem_s", "_elem_floor", "_ap", "_ad",
                  "_lm", "_sampler_bytes", "_ar_bytes", "_ar_count", "_ar_link", "_weights", "_act_bytes",
                  "_by_tokens", "_by_sampled", "_decode", "engine", "_car", "_kernels_layer", "_kernels_step", "_host",
-                 "layout", "fabric", "_a2a", "_dispatch_bytes", "_by_a2a", "_ce", "_eaq", "_La", "_Ls", "_W")
+                 "layout", "fabric", "_a2a", "_dispatch_bytes", "_by_a2a", "_ce", "_eaq", "_La", "_Ls", "_W",
+                 "_Ll", "_kind_gemms", "_gdn", "state_bytes_per_request")
 
     def __init__(self, model: str | ModelSpec = "llama-3-8b", gpu: str | GpuSpec = "h100-80gb", tp: int | None = None,
                  params: CostParams | None = None, engine: EngineProfile | None = None,
@@ -281,9 +289,10 @@ class Roofline:
         self._kl, self._L = p.kernel_latency, L
         # attention's layers: full (every position before the query) and sliding-window (the last W positions)
         self._La, self._Ls, self._W = m.num_full_attention_layers, m.num_sliding_layers, m.sliding_window
-        # (name, k, n): a [tokens x k] @ [k x n] GEMM per layer, per GPU.
+        # (name, k, n): a [tokens x k] @ [k x n] GEMM per layer, per GPU (q_proj with its output gate: 2 x heads)
         mlp = [("gate_up_proj", h, gate_up), ("down_proj", inter, h)]
-        self._gemms = [("qkv_proj", h, (heads + 2 * kv_heads) * hd), ("o_proj", heads * hd, h)]
+        q_heads = heads * (2 if m.attn_output_gate else 1)
+        self._gemms = [("qkv_proj", h, (q_heads + 2 * kv_heads) * hd), ("o_proj", heads * hd, h)]
         # Attention per layer: 4 FLOPs per (query, key) pair per head dim (QK^T and PV); bytes per KV position
         # (K and V of the GPU's KV heads, read) and per new token (Q read, O written, its K and V written). The
         # decode's constants, and the prefill's: (FLOPs per pair, FLOPs per KV position, bytes per KV
@@ -295,7 +304,13 @@ class Roofline:
         self._attn_prefill = (self._attn_flops, 0.0, self._attn_bytes_kv, self._attn_bytes_q)
         if m.is_mla:
             self._mla(m, heads, d, dkv)
-        attn_w = sum(k * n for _, k, n in self._gemms)
+        attn_w = L * sum(k * n for _, k, n in self._gemms)
+        # (name, k, n, layers): GEMMs of one layer kind only (a hybrid model's attention and linear attention)
+        self._kind_gemms: list[tuple[str, int, int, int]] = []
+        self._Ll, self._gdn, self.state_bytes_per_request = m.num_linear_layers, None, 0
+        if self._Ll:
+            self._gated_deltanet(m, tp, d)
+            attn_w = sum(k * n * count for _, k, n, count in self._kind_gemms)
         self._moe = self._moe_layers(m, mlp) if m.num_local_experts else None
         if self._moe is None:
             self._gemms += mlp
@@ -306,11 +321,46 @@ class Roofline:
             experts_w = moe.local_experts * sum(k * n for _, k, n in moe.experts)
             shared_w, router_w = sum(k * n for _, k, n in moe.shared), h * moe.router_width
         lm = m.num_moe_layers
-        self._weights = int(self._dw * (L * attn_w + (L - lm) * dense_w + lm * shared_w) + self._ew * lm * experts_w
+        self._weights = int(self._dw * (attn_w + (L - lm) * dense_w + lm * shared_w) + self._ew * lm * experts_w
                             + d * (lm * router_w + vocab * h * (1 if m.tie_word_embeddings else 2)))
         act = gate_up + inter if self._moe is None else max(self._moe.act_width, (gate_up + inter) * (lm < L))
         self._act_bytes = d * (2 * h + act)  # live activations per token at the MLP
         self._check_finite()
+
+    def _gated_deltanet(self, m: ModelSpec, tp: int, d: int) -> None:
+        """A hybrid model's Gated DeltaNet layers (Qwen3-Next / Qwen3.5, `Qwen3NextGatedDeltaNet`; heads split by
+        TP): the attention GEMMs move to the full-attention layers alone, each linear layer has in_proj_qkvz
+        (hidden -> q, k, v, z), in_proj_ba (hidden -> a decay and a beta per value head) and out_proj. Its kernels
+        per layer (`_linear_time`): the causal conv (2 x kernel FLOPs a channel a token) and the gated delta rule:
+        a decode updates each value head's key x value state (about 6 x dk x dv FLOPs: k^T S, the rank-1 update,
+        S q), reading and writing the state once a sequence; a prefill chunk runs the chunked form (fla's chunks of
+        64: intra-chunk QK^T, the WY terms and PV, 2 x 64 x (2 dk + dv) FLOPs a token a head, beside the state's
+        6 dk dv), reading and writing the state once. Per token, the conv's q, k, v in and out, the v-sized output
+        and the per-head scalars move once."""
+        h = m.hidden_size
+        nv, dk, dv = m.linear_num_value_heads // tp, m.linear_key_head_dim, m.linear_value_head_dim
+        conv, vd = m.linear_conv_dim // tp, nv * dv
+        La, Ll = self._La, self._Ll
+        self._kind_gemms = [(name, k, n, La) for name, k, n in self._gemms] + [
+            ("in_proj_qkvz", h, conv + vd, Ll), ("in_proj_ba", h, 2 * nv, Ll), ("out_proj", vd, h, Ll)]
+        self._gemms = []
+        conv_flops = 2.0 * conv * m.linear_conv_kernel_dim
+        decode = conv_flops + 6.0 * nv * dk * dv
+        prefill = decode + 2.0 * GDN_CHUNK * nv * (2 * dk + dv)
+        state = m.linear_state_bytes(tp)
+        self._gdn = (prefill, decode, (3 * conv + 2 * vd + 2 * nv) * d, 2 * state)
+        self.state_bytes_per_request = Ll * state
+
+    def _linear_time(self, pq: int, p_seqs: int, dq: int, d_seqs: int) -> float:
+        """One Gated DeltaNet layer's seconds: the prefill rows' kernel (pq tokens of p_seqs sequences) and the
+        decode rows' (dq tokens of d_seqs), each max(FLOPs, bytes) at the GPU's roofline plus a kernel floor."""
+        prefill, decode, per_token, per_seq = self._gdn
+        t = 0.0
+        for tokens, seqs, flops in ((pq, p_seqs, prefill), (dq, d_seqs, decode)):
+            if tokens:
+                fc, fm = flops * tokens * self._c, (per_token * tokens + per_seq * seqs) * self._m
+                t += (fc if fc > fm else fm) + self._kl
+        return t
 
     def _mxfp4(self, quantization: str | None, g: GpuSpec, p: CostParams) -> None:
         """The routed experts' seconds per FLOP (`_ce`) and activation quantization bytes per input element
@@ -407,7 +457,7 @@ class Roofline:
         # Kernels launched per layer (GEMMs, experts, elementwise, all-reduces; attention counted per step) and
         # per step (embedding, final norm, the embedding's all-reduce): what eager mode issues from the host.
         self._kernels_layer = len(self._gemms) + ELEMENTWISE_KERNELS_PER_LAYER + (2 if tp > 1 else 0)
-        self._kernels_layers = L * self._kernels_layer
+        self._kernels_layers = L * self._kernels_layer + sum(count for *_, count in self._kind_gemms)
         if self._moe is not None:  # a MoE layer's router, experts and shared experts (and its two collectives
             moe = self._moe  # over the ranks); the dense layers' MLP
             self._kernels_layers += (moe.num_moe_layers * (1 + len(moe.experts) + len(moe.shared)
@@ -503,6 +553,9 @@ class Roofline:
             pq, pkv, ppairs, dq, dkv, dpairs)
         if self._Ls:
             device += self._Ls * self._attention(*self._window_sums(num_decodes, decode_context_sum, shape))
+        if self._Ll:
+            rows = sum(shape.is_decode)
+            device += self._Ll * self._linear_time(pq, len(shape.is_decode) - rows, dq, num_decodes + rows)
         if hm is None or device_only:
             return device
         fixed, per_seq, launch, overlap = hm
@@ -583,6 +636,9 @@ class Roofline:
                 fc, fm = self._gemm(tokens, k, n)
                 layer += (fc if fc > fm else fm) + kl
             t = self._L * layer + self._elem_s * tokens + self._elem_floor
+            for _, k, n, count in self._kind_gemms:
+                fc, fm = self._gemm(tokens, k, n)
+                t += count * ((fc if fc > fm else fm) + kl)
             if self._moe is not None:
                 t += self._moe_time(tokens)
             for _, seconds, count, _ in self._comm_ops(tokens):
@@ -609,7 +665,7 @@ class Roofline:
             consts = self._decode[n] = (self._fixed(n, n), self._La, floor, self._attn_flops, cp,
                                         self._attn_bytes_kv, mem, self._attn_bytes_q * n)
         fixed, L, kl, af, c, bkv, mem, q = consts
-        if self._Ls:  # (sliding-window layers: step by step, `step_time_with_decodes`' arithmetic)
+        if self._Ls or self._Ll:  # (sliding-window, linear layers: step by step, `step_time_with_decodes`')
             empty = StepShape((), (), (), 0)
             out = [self.step_time_with_decodes(n, context_sum + i * n, empty, device_only=True) for i in range(k)]
             return out if self.engine is None else [self.engine.wall(d, *self._decode_host(n)) for d in out]
@@ -724,11 +780,15 @@ class Roofline:
         if tokens:
             for name, k, n in self._gemms:
                 add(name, *self._gemm(tokens, k, n), L, *self._gemm_work(tokens, k, n))
+            for name, k, n, count in self._kind_gemms:
+                add(name, *self._gemm(tokens, k, n), count, *self._gemm_work(tokens, k, n))
             if self._moe is not None:
                 for name, fc, fm, count, flops, nbytes in self._moe_ops(tokens, work=True):
                     if count:
                         add(name, fc, fm, count, flops, nbytes)
             out += self._attention_ops(shape)
+            if self._Ll:
+                out += self._linear_ops(shape)
             nbytes = self._elem_bytes * tokens
             out.append(OpCost("norms, rotary, activation", self._elem_s * tokens + self._elem_floor, "memory",
                               0.0, nbytes))
@@ -779,6 +839,20 @@ class Roofline:
                                   "compute" if fc > fm else "memory", layers * flops, layers * nbytes))
         return out
 
+    def _linear_ops(self, shape: StepShape) -> list[OpCost]:
+        """The breakdown's Gated DeltaNet lines, prefill and decode rows apart (`_linear_time`)."""
+        prefill, decode, per_token, per_seq = self._gdn
+        out = []
+        for label, want, flops in (("linear attention (prefill)", False, prefill),
+                                   ("linear attention (decode)", True, decode)):
+            qs = [q for q, dec in zip(shape.num_new_tokens, shape.is_decode) if dec == want]
+            if qs:
+                f, b = flops * sum(qs), per_token * sum(qs) + per_seq * len(qs)
+                fc, fm = f * self._c, b * self._m
+                out.append(OpCost(label, self._Ll * (max(fc, fm) + self._kl), "compute" if fc > fm else "memory",
+                                  self._Ll * f, self._Ll * b))
+        return out
+
     # -- KV capacity ------------------------------------------------------------------------------------------
 
     @property
@@ -793,12 +867,22 @@ class Roofline:
     @property
     def kv_groups(self) -> KVGroups:
         """vLLM's KV cache groups of this model's attention layers (`servesim.cost.kv_groups`)."""
-        return KVGroups.of(self._La, self._Ls)
+        return KVGroups.of(self._La, self._Ls or self._Ll)
 
     def kv_blocks_per_request(self, block_size: int) -> int:
-        """Blocks of `block_size` tokens a request holds whatever its length: a sliding-window model's window, in
-        vLLM's hybrid KV cache manager (0 for a model without sliding-window layers)."""
-        return self.kv_groups.per_request(self._W, block_size) if self._Ls else 0
+        """Blocks of `block_size` tokens a request holds whatever its length, in vLLM's hybrid KV cache manager: a
+        sliding-window model's window, a linear-attention model's state (0 for a model with neither)."""
+        if self._Ls:
+            return self.kv_groups.per_request(self._W, block_size)
+        return self.kv_groups.state_per_request() if self._Ll else 0
+
+    def kv_block_size(self, block_size: int) -> int:
+        """The block size vLLM runs at: the one given, or, for a linear-attention model, at least a layer's state
+        over a layer's KV bytes a token (`servesim.cost.kv_groups.state_block_size`)."""
+        if not self._Ll:
+            return block_size
+        return state_block_size(block_size, self.state_bytes_per_request // self._Ll,
+                                self.kv_bytes_per_token // self._La)
 
     def max_total_num_tokens(self, mem_fraction_static: float) -> int:
         """KV tokens per GPU as SGLang sizes its token pool (`ModelRunner.profile_max_num_token`): the memory left
@@ -810,6 +894,8 @@ class Roofline:
         if not 0 < mem_fraction_static <= 1:
             raise ConfigError(f"sglang.mem_fraction_static must be in (0, 1], got {mem_fraction_static}")
         free = self.gpu.memory_bytes * mem_fraction_static - self._weights
+        if self._Ll:  # the linear-attention state's slots first (`state_slots`), the full layers' tokens after
+            free -= self.state_slots(mem_fraction_static) * self.state_bytes_per_request
         if self._Ls:
             layer = self.kv_bytes_per_token // self._La
             every = int(free // (layer * self._L))
@@ -823,6 +909,16 @@ class Roofline:
                 " GiB static; raise tp or sglang.mem_fraction_static")
         return tokens
 
+    def state_slots(self, mem_fraction_static: float) -> int:
+        """A linear-attention model's state slots as SGLang sizes them (`_handle_max_mamba_cache`, no speculative
+        decoding): mamba_full_memory_ratio / (1 + mamba_full_memory_ratio) of the memory left after the weights,
+        over one request's state (every linear layer's); 0 for a model without linear layers."""
+        if not self._Ll:
+            return 0
+        free = self.gpu.memory_bytes * mem_fraction_static - self._weights
+        budget = free * MAMBA_FULL_MEMORY_RATIO / (1 + MAMBA_FULL_MEMORY_RATIO)
+        return max(0, int(budget // self.state_bytes_per_request))
+
     def num_gpu_blocks(self, block_size: int, gpu_memory_utilization: float = 0.9,
                        max_num_batched_tokens: int = 2048, max_num_seqs: int = 256) -> int:
         """KV blocks per GPU, as vLLM derives them:
@@ -831,7 +927,10 @@ class Roofline:
             raise ConfigError("block_size must be > 0 and gpu_memory_utilization in (0, 1]")
         free = (self.gpu.memory_bytes * gpu_memory_utilization - self._weights
                 - self.activation_peak_bytes(max_num_batched_tokens, max_num_seqs))
-        if self._Ls:  # vLLM's hybrid KV cache manager: one pool for its groups of each layer kind
+        if self._Ls or self._Ll:  # vLLM's hybrid KV cache manager: one pool for its groups of each layer kind
+            if block_size < self.kv_block_size(block_size):
+                raise ConfigError(f"block_size {block_size}: below the {self.kv_block_size(block_size)} tokens vLLM "
+                                  f"sets for {self.model.name}'s linear-attention state; give it or more")
             blocks = self.kv_groups.pool_blocks(free, block_size, self.kv_bytes_per_token // self._La)
         else:
             blocks = int(free // (block_size * self.kv_bytes_per_token))

@@ -324,6 +324,18 @@ class ModelSpec:
     # to the last `sliding_window` positions only (the query's own included), and hold no KV before them
     sliding_window: int = 0
     num_sliding_layers: int = 0
+    # Gated DeltaNet linear attention (`layer_types`' "linear_attention", Qwen3-Next's and Qwen3.5's names): its
+    # layers, heads and head dims, the causal conv's kernel, and the recurrent state's dtype (`mamba_ssm_dtype`);
+    # a layer holds a conv state and a recurrent state per request, whatever its length
+    num_linear_layers: int = 0
+    linear_num_key_heads: int = 0
+    linear_num_value_heads: int = 0
+    linear_key_head_dim: int = 0
+    linear_value_head_dim: int = 0
+    linear_conv_kernel_dim: int = 0
+    mamba_ssm_dtype: str = "float32"
+    # full attention's output gate (Qwen3-Next, Qwen3.5: q_proj also projects a gate per head, `attn_output_gate`)
+    attn_output_gate: bool = False
 
     def __post_init__(self) -> None:
         """The rules `from_config` applies with the file's line numbers, for a spec built in Python."""
@@ -370,6 +382,17 @@ class ModelSpec:
                 self.num_sliding_layers >= self.num_hidden_layers:
             bad("num_sliding_layers", self.num_sliding_layers, "sliding layers (fewer than num_hidden_layers) exactly "
                 "when sliding_window > 0")
+        for field in LINEAR_FIELDS:
+            if not is_int(getattr(self, field)) or getattr(self, field) < 0:
+                bad(field, getattr(self, field), "an integer >= 0")
+        if self.num_linear_layers and not all(getattr(self, f) for f in LINEAR_FIELDS):
+            bad("linear_num_key_heads", self.linear_num_key_heads, "Gated DeltaNet's heads, head dims and conv kernel "
+                "all > 0 with linear-attention layers")
+        if self.num_linear_layers + self.num_sliding_layers >= self.num_hidden_layers:
+            bad("num_linear_layers", self.num_linear_layers, "fewer linear and sliding layers than num_hidden_layers "
+                "(at least one full-attention layer)")
+        if self.mamba_ssm_dtype not in STATE_DTYPE_BYTES:
+            bad("mamba_ssm_dtype", self.mamba_ssm_dtype, f"one of {', '.join(STATE_DTYPE_BYTES)}")
         if self.quant_method == "mxfp4" and not self.num_local_experts:
             bad("quant_method", self.quant_method, "mxfp4 for a MoE model's experts (a model with experts)")
         if self.num_local_experts and self.num_dense_layers >= self.num_hidden_layers:
@@ -399,7 +422,8 @@ class ModelSpec:
         rope)); kv_b_proj (kv_lora_rank x heads x (nope + v)); o_proj (heads x v x hidden)."""
         h, heads = self.hidden_size, self.num_attention_heads
         if not self.is_mla:
-            return h * (heads + 2 * self.num_key_value_heads) * self.head_dim + heads * self.head_dim * h
+            q = heads * (2 if self.attn_output_gate else 1)
+            return h * (q + 2 * self.num_key_value_heads) * self.head_dim + heads * self.head_dim * h
         r, ql, qk = self.kv_lora_rank, self.q_lora_rank, self.qk_nope_head_dim + self.qk_rope_head_dim
         q = h * ql + ql * heads * qk if ql else h * heads * qk
         return (q + h * (r + self.qk_rope_head_dim) + r * heads * (self.qk_nope_head_dim + self.v_head_dim)
@@ -408,7 +432,22 @@ class ModelSpec:
     @property
     def num_full_attention_layers(self) -> int:
         """Layers that attend to every position before the query (and cache every token)."""
-        return self.num_hidden_layers - self.num_sliding_layers
+        return self.num_hidden_layers - self.num_sliding_layers - self.num_linear_layers
+
+    @property
+    def linear_conv_dim(self) -> int:
+        """Gated DeltaNet's causal conv channels: q, k and v (`conv_dim` = 2 x key dim + value dim)."""
+        return (2 * self.linear_num_key_heads * self.linear_key_head_dim
+                + self.linear_num_value_heads * self.linear_value_head_dim)
+
+    def linear_state_bytes(self, tp: int = 1) -> int:
+        """One Gated DeltaNet layer's state per request on each of `tp` GPUs (heads split by TP): the conv state,
+        conv_dim x (kernel - 1) in the model's dtype, and the recurrent state, a key x value matrix per value head
+        in `mamba_ssm_dtype`."""
+        conv = self.linear_conv_dim // tp * (self.linear_conv_kernel_dim - 1) * self.dtype_bytes
+        ssm = (self.linear_num_value_heads // tp * self.linear_key_head_dim * self.linear_value_head_dim
+               * STATE_DTYPE_BYTES[self.mamba_ssm_dtype])
+        return conv + ssm
 
     @property
     def kv_bytes_per_token_layer(self) -> int:
@@ -425,6 +464,14 @@ class ModelSpec:
         return self.num_full_attention_layers * self.kv_bytes_per_token_layer
 
     @property
+    def linear_attention_parameters(self) -> int:
+        """One Gated DeltaNet layer's projections: in_proj_qkvz (hidden -> q, k, v and the output gate z),
+        in_proj_ba (hidden -> a decay and a beta per value head), out_proj (value dim -> hidden); the conv and
+        per-head scalars left out, as norms are."""
+        h, vd = self.hidden_size, self.linear_num_value_heads * self.linear_value_head_dim
+        return h * (self.linear_conv_dim + vd) + h * 2 * self.linear_num_value_heads + vd * h
+
+    @property
     def num_moe_layers(self) -> int:
         """Layers whose MLP is experts (0 for a dense model)."""
         return self.num_hidden_layers - self.num_dense_layers if self.num_local_experts else 0
@@ -439,7 +486,8 @@ class ModelSpec:
                + h * self.num_local_experts  # the router
                + self.mlp_matrices * h * self.shared_expert_intermediate_size)
         embed = self.vocab_size * h * (1 if self.tie_word_embeddings else 2)
-        return L * attn + (L - lm) * dense + lm * moe + embed
+        linear = self.num_linear_layers
+        return (L - linear) * attn + linear * self.linear_attention_parameters + (L - lm) * dense + lm * moe + embed
 
     @property
     def num_active_parameters(self) -> int:
@@ -458,7 +506,9 @@ class ModelSpec:
         if isinstance(config.get("text_config"), dict) and "hidden_size" not in config:
             # a multimodal model's language model (transformers' `get_text_config`: Kimi-K2.5, Llama 4, Qwen-VL);
             # its vision tower's weights are not counted
-            config = {"quantization_config": config.get("quantization_config"), **config["text_config"]}
+            # (the composite config's tie_word_embeddings where the text config has none: Qwen3.5's)
+            config = {"quantization_config": config.get("quantization_config"),
+                      "tie_word_embeddings": config.get("tie_word_embeddings"), **config["text_config"]}
             doc = InputDoc(source, text, prefix=("text_config",))
 
         def key_of(*keys: str) -> str | None:
@@ -497,7 +547,7 @@ class ModelSpec:
         vocab = integer("vocab_size")
         mpe = integer("max_position_embeddings", default=0, maximum=None) or None
         _refuse_unmodelled(doc, config)
-        window = _sliding_layers(doc, config, integer, layers)
+        window = _sliding_layers(doc, config, integer, layers) | _linear_layers(doc, config, integer, layers)
         # routed experts under Mixtral's and MiniMax's name, Qwen-MoE's, DeepSeek's
         experts_key = key_of("num_local_experts", "num_experts", "n_routed_experts") or "num_local_experts"
         experts = integer(experts_key, minimum=0, default=0)
@@ -545,11 +595,14 @@ class ModelSpec:
 # it, rather than read as the plain attention it is not.
 UNMODELLED_KEYS = {
     "index_topk": "DeepSeek sparse attention (DSA)",
-    "linear_num_key_heads": "linear attention (Gated DeltaNet: Qwen3-Next, Qwen3.5)",
     "attention_chunk_size": "chunked local attention (Llama 4)",
     "interleave_moe_layer_step": "interleaved MoE layers (Llama 4)",
 }
-ATTENTION_LAYER_TYPES = ("full_attention", "sliding_attention")
+ATTENTION_LAYER_TYPES = ("full_attention", "sliding_attention", "linear_attention")
+LINEAR_FIELDS = ("num_linear_layers", "linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
+                 "linear_value_head_dim", "linear_conv_kernel_dim")
+# the recurrent state's dtypes (`mamba_ssm_dtype`), bytes an element
+STATE_DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 QUANT_METHODS = ("", "fp8", "compressed-tensors", "mxfp4")
 
 
@@ -583,6 +636,33 @@ def _sliding_layers(doc: InputDoc, config: dict, integer, layers: int) -> dict:
         doc.fail(("layer_types",), "every layer sliding_attention: expected at least one full_attention layer "
                  "(vLLM's hybrid KV cache manager needs one)")
     return {"sliding_window": integer("sliding_window"), "num_sliding_layers": sliding}
+
+
+def _linear_layers(doc: InputDoc, config: dict, integer, layers: int) -> dict:
+    """Gated DeltaNet layers (Qwen3-Next's and Qwen3.5's configs): `layer_types`' linear_attention, or, without
+    layer_types, every layer but each `full_attention_interval`-th (transformers' Qwen3NextConfig default); their
+    `linear_*` shapes and `mamba_ssm_dtype` (absent: the model's dtype), and full attention's `attn_output_gate`
+    (absent: true where there are linear layers, as Qwen3-Next's attention always gates)."""
+    kinds = config.get("layer_types")
+    if kinds is not None:
+        linear = kinds.count("linear_attention")
+    elif config.get("linear_num_key_heads") is not None:
+        interval = integer("full_attention_interval", maximum=layers)
+        linear = layers - layers // interval
+    else:
+        return {}
+    if not linear:
+        return {}
+    if linear == layers:
+        doc.fail(("layer_types",), "every layer linear_attention: expected at least one full_attention layer")
+    out = {k: integer(k) for k in LINEAR_FIELDS[1:]}
+    dtype = config.get("mamba_ssm_dtype") or config.get("torch_dtype") or config.get("dtype") or "bfloat16"
+    if dtype not in STATE_DTYPE_BYTES:
+        doc.fail_type(("mamba_ssm_dtype",), dtype, f"one of {', '.join(STATE_DTYPE_BYTES)}")
+    gate = config.get("attn_output_gate", True)
+    if not isinstance(gate, bool):
+        doc.fail_type(("attn_output_gate",), gate, "true or false")
+    return out | {"num_linear_layers": linear, "mamba_ssm_dtype": dtype, "attn_output_gate": gate}
 
 
 def _quantization_config(doc: InputDoc, config: dict) -> dict:
