@@ -183,6 +183,23 @@ def test_aic_silicon_gpt_oss_rows_serve_the_mxfp4_checkpoint(tmp_path):
     assert (t.fields["quantization"], t.fields["kv_cache_dtype"]) == ("mxfp4", "fp8")
 
 
+def test_aic_silicon_qwen3_5_rows(tmp_path):
+    # its BF16 rows as the built-in; its fp8_block rows need the FP8 checkpoint servesim lacks; NVIDIA's NVFP4
+    # checkpoint quantizes the routed experts alone, which --quantization modelopt_fp4 does not model
+    rows = ["bf,src,sglang,0.5.9,Qwen/Qwen3.5-397B-A17B,b200_sxm,bf16,agg,1024,1024,,,8,8,1,1,8,1,100,10",
+            "f8,src,sglang,0.5.9,Qwen/Qwen3.5-397B-A17B,b200_sxm,fp8,agg,1024,1024,fp8,fp8_block,8,4,1,1,4,1,100,10",
+            "f4,src,sglang,0.5.9,Qwen/Qwen3.5-397B-A17B,b200_sxm,fp4,agg,1024,1024,nvfp4,nvfp4,8,4,1,1,4,1,100,10"]
+    (tmp_path / "s.csv").write_text(SILICON_HEAD + "\n".join(rows) + "\n")
+    from servesim.validate.aic import read_silicon
+
+    (bf,), out = read_silicon(tmp_path / "s.csv")
+    assert (bf.fields["model"], bf.fields["tp"], "quantization" in bf.fields) == ("qwen3.5-397b-a17b", 8, False)
+    assert [why for _, why in out] == [
+        "f8: fp8_block weights of Qwen/Qwen3.5-397B-A17B: servesim has its checkpoint in BF16 only",
+        "f4: nvfp4 rows of Qwen/Qwen3.5-397B-A17B: NVIDIA's checkpoint quantizes the routed experts alone, not "
+        "modelled yet"]
+
+
 def test_a_staggered_closed_loop_by_hand():
     # toy cost, concurrency 2, 100-token prompts, 3 tokens: alone a request takes 12 ms (a 10 ms prompt step, two
     # 1 ms decodes), so the users start 6 ms apart. r0: prompt [0, 10]; r1 arrives at 6 and prefills beside r0's
