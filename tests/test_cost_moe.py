@@ -62,7 +62,7 @@ def test_qwen_sparse_step_and_mlp_only_layers(tmp_path):
 
 
 @pytest.mark.parametrize(("keys", "said"), [
-    ({"index_topk": 2048}, "config.json:[0-9]+: index_topk: DeepSeek sparse attention"),
+    ({"index_topk": 2048}, "config.json:[0-9]+: index_topk: DeepSeek sparse attention without MLA"),
     ({"layer_types": ["full_attention", "chunked_attention", "full_attention", "full_attention"]},
      "layer_types: chunked_attention layers are not modelled yet"),
     ({"layer_types": ["full_attention", "sliding_attention"] * 2}, "sliding_window: missing field"),

@@ -109,7 +109,7 @@ def test_aic_silicon_rows_as_deployments(tmp_path):
     # out of reach for each reason
     rows = ["ok,src,vllm,0.12.0,Qwen/Qwen3-32B,h100_sxm,fp8,agg,1024,128,fp8,,16,2,1,,,,100,10",
             "pd,src,vllm,0.12.0,Qwen/Qwen3-32B,h100_sxm,fp8,disagg,1024,128,fp8,,16,2,1,,,,100,10",
-            "moe,src,vllm,0.12.0,zhipuai/GLM-5,h200_sxm,fp8,agg,1024,128,fp8,fp8,16,8,1,,,,100,10",
+            "moe,src,vllm,0.12.0,zhipuai/GLM-4.6,h200_sxm,fp8,agg,1024,128,fp8,fp8,16,8,1,,,,100,10",
             "bw,src,vllm,0.12.0,Qwen/Qwen3-32B,b200,fp8,agg,1024,128,fp8,,16,2,1,,,,100,10",
             "trt,src,trtllm,1.0,Qwen/Qwen3-32B,h100_sxm,fp8,agg,1024,128,fp8,,16,2,1,,,,100,10",
             "blk,src,sglang,0.5.9,Qwen/Qwen3-32B,h100_sxm,fp8,agg,1024,128,fp8_block,,16,2,1,,,,100,10",
@@ -152,7 +152,7 @@ def test_aic_silicon_rows_as_deployments(tmp_path):
     assert points[0].measured == {"ttft_ms": 100.0, "tpot_ms": 10.0, "e2el_ms": 1370.0}
     assert [why for _, why in out] == [
         "pd: disagg serving with a closed-loop client is not modelled yet",
-        "moe: model zhipuai/GLM-5 is not a servesim model yet",
+        "moe: model zhipuai/GLM-4.6 is not a servesim model yet",
         "bw: GPU b200 is not a servesim GPU yet",
         "blk: fp8_block weights of Qwen/Qwen3-32B: servesim has its checkpoint in BF16 only",
         "both: moe_tp_size 2 beside moe_ep_size 2: vLLM's experts are whole (EP) or split (TP), not both",
@@ -196,8 +196,20 @@ def test_aic_silicon_qwen3_5_rows(tmp_path):
     assert (bf.fields["model"], bf.fields["tp"], "quantization" in bf.fields) == ("qwen3.5-397b-a17b", 8, False)
     assert [why for _, why in out] == [
         "f8: fp8_block weights of Qwen/Qwen3.5-397B-A17B: servesim has its checkpoint in BF16 only",
-        "f4: nvfp4 rows of Qwen/Qwen3.5-397B-A17B: NVIDIA's checkpoint quantizes the routed experts alone, not "
-        "modelled yet"]
+        "f4: nvfp4 rows of Qwen/Qwen3.5-397B-A17B: NVIDIA's checkpoint keeps attention in 16 bits, not modelled yet"]
+
+
+def test_aic_silicon_glm5_rows_serve_the_fp8_checkpoint(tmp_path):
+    rows = ["g,src,sglang,glm5-hopper,zhipuai/GLM-5,h200_sxm,fp8,agg,1024,1024,fp8,fp8_block,8,8,1,1,8,1,100,10",
+            "n,src,sglang,nightly-dev,zhipuai/GLM-5,b200_sxm,fp4,agg,1024,1024,nvfp4,nvfp4,8,8,1,1,8,1,100,10"]
+    (tmp_path / "s.csv").write_text(SILICON_HEAD + "\n".join(rows) + "\n")
+    from servesim.validate.aic import read_silicon
+
+    (g,), out = read_silicon(tmp_path / "s.csv")
+    # the fp8 profile: FP8 GEMMs (the checkpoint's block-wise FP8) and an FP8 KV cache
+    assert (g.fields["model"], g.fields["quantization"], g.fields["kv_cache_dtype"]) == ("glm-5-fp8", "fp8", "fp8")
+    assert [why for _, why in out] == [
+        "n: nvfp4 rows of zhipuai/GLM-5: NVIDIA's checkpoint keeps attention in 16 bits, not modelled yet"]
 
 
 def test_a_staggered_closed_loop_by_hand():

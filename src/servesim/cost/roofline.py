@@ -229,7 +229,7 @@ class Roofline:
                  "_lm", "_sampler_bytes", "_ar_bytes", "_ar_count", "_ar_link", "_weights", "_act_bytes",
                  "_by_tokens", "_by_sampled", "_decode", "engine", "_car", "_kernels_layer", "_kernels_step", "_host",
                  "layout", "fabric", "_a2a", "_dispatch_bytes", "_by_a2a", "_ce", "_eaq", "_La", "_Ls", "_W",
-                 "_Ll", "_kind_gemms", "_gdn", "state_bytes_per_request")
+                 "_Ll", "_kind_gemms", "_gdn", "state_bytes_per_request", "_index")
 
     def __init__(self, model: str | ModelSpec = "llama-3-8b", gpu: str | GpuSpec = "h100-80gb", tp: int | None = None,
                  params: CostParams | None = None, engine: EngineProfile | None = None,
@@ -287,8 +287,11 @@ class Roofline:
         dkv = 1 if kv_cache_dtype.startswith("fp8") else d
         self._m = 1.0 / (g.memory_bandwidth * p.memory_efficiency)
         self._kl, self._L = p.kernel_latency, L
-        # attention's layers: full (every position before the query) and sliding-window (the last W positions)
+        # attention's layers as priced: full (every position before the query) and capped (the last W positions of
+        # a sliding window; DSA's top-k of every layer, W = index_topk); their memory is the model's (`_kv_layers`)
         self._La, self._Ls, self._W = m.num_full_attention_layers, m.num_sliding_layers, m.sliding_window
+        if m.index_topk:
+            self._La, self._Ls, self._W = 0, L, m.index_topk
         # (name, k, n): a [tokens x k] @ [k x n] GEMM per layer, per GPU (q_proj with its output gate: 2 x heads)
         mlp = [("gate_up_proj", h, gate_up), ("down_proj", inter, h)]
         q_heads = heads * (2 if m.attn_output_gate else 1)
@@ -300,10 +303,13 @@ class Roofline:
         self._attn_flops = 4.0 * heads * hd
         self._attn_bytes_kv = 2 * kv_heads * hd * dkv
         self._attn_bytes_q = (2 * heads + 2 * kv_heads) * hd * d
-        self.kv_bytes_per_token = self._La * 2 * kv_heads * hd * dkv  # (a sliding layer's: `window_kv_bytes`)
+        self.kv_bytes_per_token = m.num_full_attention_layers * 2 * kv_heads * hd * dkv  # (full layers only)
         self._attn_prefill = (self._attn_flops, 0.0, self._attn_bytes_kv, self._attn_bytes_q)
         if m.is_mla:
             self._mla(m, heads, d, dkv)
+        self._index = None
+        if m.index_topk:
+            self._indexer(m)
         attn_w = L * sum(k * n for _, k, n in self._gemms)
         # (name, k, n, layers): GEMMs of one layer kind only (a hybrid model's attention and linear attention)
         self._kind_gemms: list[tuple[str, int, int, int]] = []
@@ -391,13 +397,46 @@ class Roofline:
         self._gemms = q + [("kv_b_proj.W_UK", heads * nope, r), ("kv_b_proj.W_UV", heads * r, v),
                            ("o_proj", heads * v, h)]
         self._attn_flops = 2.0 * heads * (2 * r + rope)  # absorbed: QK over r + rope, PV over r
-        self._attn_bytes_kv = (r + rope) * dkv  # one latent per position, read by every head
+        self._attn_bytes_kv = self._latent_bytes(m, dkv)  # one latent per position, read by every head
         self._attn_bytes_q = (heads * (2 * r + rope) + r + rope) * d  # q in, latent out, the token's latent written
-        self.kv_bytes_per_token = self._La * (r + rope) * dkv
+        self.kv_bytes_per_token = m.num_full_attention_layers * (self._latent_bytes(m, dkv) + m.index_key_bytes)
         # prefill: the decompression GEMM per KV position (rank -> heads x (nope + v)), its K and V written and
         # read, then attention with qk = nope + rope and v head dims
         self._attn_prefill = (2.0 * heads * (qk + v), 2.0 * r * heads * (nope + v),
                               (r + rope) * dkv + 2 * heads * (nope + v) * d, (heads * (qk + v) + r + rope) * d)
+
+    @staticmethod
+    def _latent_bytes(m: ModelSpec, dkv: int) -> int:
+        """MLA's cached latent a token a layer: kv_lora_rank + rope dims in the KV dtype; a DSA model's FP8 cache
+        keeps its rope dims in 16 bits and a 4-byte scale per 128 of the rank (SGLang's `calculate_mla_kv_cache_dim`
+        for DSA models, vLLM's FlashMLA sparse layout: 512 + 16 + 128 = 656 bytes for GLM-5)."""
+        r, rope = m.kv_lora_rank, m.qk_rope_head_dim
+        if m.index_topk and dkv == 1:
+            return r + r // 128 * 4 + rope * 2
+        return (r + rope) * dkv
+
+    def _indexer(self, m: ModelSpec) -> None:
+        """DSA's lightning indexer in every layer (replicated on each GPU, as vLLM and SGLang build it): its GEMMs
+        (wq_b from the query latent, wk and weights_proj from the hidden states), and its scoring (`_index_time`):
+        each query against every cached token's key, 2 x heads x head dim FLOPs a pair in FP8 (DeepGEMM's
+        fp8_mqa_logits: at the FP8 peak where the GPU has one), the keys read once a row, the float32 logits
+        written and read again by the top-k kernel."""
+        h, n, dh = m.hidden_size, m.index_n_heads, m.index_head_dim
+        self._gemms += [("indexer.wq_b", m.q_lora_rank or h, n * dh), ("indexer.wk", h, dh),
+                        ("indexer.weights_proj", h, n)]
+        c = 1.0 / (self.gpu.fp8_flops * self.params.compute_efficiency) if self.gpu.fp8_flops else self._c
+        self._index = (2.0 * n * dh, c, m.index_key_bytes, 2 * 4, n * dh * 2)
+
+    def _index_time(self, pq: int, pkv: int, ppairs: int, dq: int, dkv: int, dpairs: int) -> float:
+        """One layer's indexer seconds: per row kind, max(pairs x FLOPs a pair, (positions read x key bytes + pairs
+        x logit bytes + queries x q bytes) / bandwidth) plus a kernel floor."""
+        flops, c, key, logit, q = self._index
+        t = 0.0
+        for rows, kv, pairs in ((pq, pkv, ppairs), (dq, dkv, dpairs)):
+            if rows:
+                fc, fm = pairs * flops * c, (kv * key + pairs * logit + rows * q) * self._m
+                t += (fc if fc > fm else fm) + self._kl
+        return t
 
     def _moe_layers(self, m: ModelSpec, dense_mlp: list) -> MoeLayers:
         """A MoE model's MLPs per GPU: the routed rows a rank's token brings the busiest GPU are the layout's
@@ -551,6 +590,8 @@ class Roofline:
         sampled = num_decodes + shape.num_sampled
         device = self._fixed(tokens if tokens > pad else pad, sampled, pq > 0) + self._La * self._attention(
             pq, pkv, ppairs, dq, dkv, dpairs)
+        if self._index is not None:
+            device += self._L * self._index_time(pq, pkv, ppairs, dq, dkv, dpairs)
         if self._Ls:
             device += self._Ls * self._attention(*self._window_sums(num_decodes, decode_context_sum, shape))
         if self._Ll:
@@ -787,6 +828,8 @@ class Roofline:
                     if count:
                         add(name, fc, fm, count, flops, nbytes)
             out += self._attention_ops(shape)
+            if self._index is not None:
+                out += self._index_ops(shape)
             if self._Ll:
                 out += self._linear_ops(shape)
             nbytes = self._elem_bytes * tokens
@@ -815,7 +858,8 @@ class Roofline:
         """The breakdown's attention lines: prefill and decode rows, in the full-attention layers and (a line of
         their own) the sliding-window ones."""
         out = []
-        kinds = [("", self._La, None)] + ([(f", sliding window {self._W}", self._Ls, self._W)] if self._Ls else [])
+        capped = f", top-k {self._W}" if self._index is not None else f", sliding window {self._W}"
+        kinds = ([("", self._La, None)] if self._La else []) + ([(capped, self._Ls, self._W)] if self._Ls else [])
         for suffix, layers, w in kinds:
             for label, want in (("attention (prefill", False), ("attention (decode", True)):
                 rows = [(q, cx) for q, cx, dec in zip(shape.num_new_tokens, shape.num_context_tokens,
@@ -837,6 +881,22 @@ class Roofline:
                 fm = nbytes * mem
                 out.append(OpCost(f"{label}{suffix})", layers * (max(fc, fm) + floor),
                                   "compute" if fc > fm else "memory", layers * flops, layers * nbytes))
+        return out
+
+    def _index_ops(self, shape: StepShape) -> list[OpCost]:
+        """The breakdown's DSA indexer lines (`_index_time`), prefill and decode rows apart."""
+        per_pair, c, key, logit, q = self._index
+        out = []
+        for label, want in (("indexer (prefill)", False), ("indexer (decode)", True)):
+            rows = [(n, cx) for n, cx, dec in zip(shape.num_new_tokens, shape.num_context_tokens, shape.is_decode)
+                    if dec == want]
+            if rows:
+                pairs = sum(n * cx + n * (n + 1) // 2 for n, cx in rows)
+                nbytes = sum(cx + n for n, cx in rows) * key + pairs * logit + sum(n for n, _ in rows) * q
+                flops = pairs * per_pair
+                fc, fm = flops * c, nbytes * self._m
+                out.append(OpCost(label, self._L * (max(fc, fm) + self._kl), "compute" if fc > fm else "memory",
+                                  self._L * flops, self._L * nbytes))
         return out
 
     def _linear_ops(self, shape: StepShape) -> list[OpCost]:
@@ -867,13 +927,14 @@ class Roofline:
     @property
     def kv_groups(self) -> KVGroups:
         """vLLM's KV cache groups of this model's attention layers (`servesim.cost.kv_groups`)."""
-        return KVGroups.of(self._La, self._Ls or self._Ll)
+        m = self.model
+        return KVGroups.of(m.num_full_attention_layers, m.num_sliding_layers or m.num_linear_layers)
 
     def kv_blocks_per_request(self, block_size: int) -> int:
         """Blocks of `block_size` tokens a request holds whatever its length, in vLLM's hybrid KV cache manager: a
         sliding-window model's window, a linear-attention model's state (0 for a model with neither)."""
-        if self._Ls:
-            return self.kv_groups.per_request(self._W, block_size)
+        if self.model.num_sliding_layers:
+            return self.kv_groups.per_request(self.model.sliding_window, block_size)
         return self.kv_groups.state_per_request() if self._Ll else 0
 
     def kv_block_size(self, block_size: int) -> int:
@@ -882,7 +943,7 @@ class Roofline:
         if not self._Ll:
             return block_size
         return state_block_size(block_size, self.state_bytes_per_request // self._Ll,
-                                self.kv_bytes_per_token // self._La)
+                                self.kv_bytes_per_token // self.model.num_full_attention_layers)
 
     def max_total_num_tokens(self, mem_fraction_static: float) -> int:
         """KV tokens per GPU as SGLang sizes its token pool (`ModelRunner.profile_max_num_token`): the memory left
@@ -896,10 +957,11 @@ class Roofline:
         free = self.gpu.memory_bytes * mem_fraction_static - self._weights
         if self._Ll:  # the linear-attention state's slots first (`state_slots`), the full layers' tokens after
             free -= self.state_slots(mem_fraction_static) * self.state_bytes_per_request
-        if self._Ls:
-            layer = self.kv_bytes_per_token // self._La
+        full, sliding = self.model.num_full_attention_layers, self.model.num_sliding_layers
+        if sliding:
+            layer = self.kv_bytes_per_token // full
             every = int(free // (layer * self._L))
-            tokens = int(every * self._L / (SWA_FULL_TOKENS_RATIO * self._Ls + self._La))
+            tokens = int(every * self._L / (SWA_FULL_TOKENS_RATIO * sliding + full))
         else:
             tokens = int(free // self.kv_bytes_per_token)
         if tokens < 2:
@@ -927,11 +989,12 @@ class Roofline:
             raise ConfigError("block_size must be > 0 and gpu_memory_utilization in (0, 1]")
         free = (self.gpu.memory_bytes * gpu_memory_utilization - self._weights
                 - self.activation_peak_bytes(max_num_batched_tokens, max_num_seqs))
-        if self._Ls or self._Ll:  # vLLM's hybrid KV cache manager: one pool for its groups of each layer kind
+        if self.model.num_sliding_layers or self._Ll:  # vLLM's hybrid KV cache manager: a pool for every kind
             if block_size < self.kv_block_size(block_size):
                 raise ConfigError(f"block_size {block_size}: below the {self.kv_block_size(block_size)} tokens vLLM "
                                   f"sets for {self.model.name}'s linear-attention state; give it or more")
-            blocks = self.kv_groups.pool_blocks(free, block_size, self.kv_bytes_per_token // self._La)
+            blocks = self.kv_groups.pool_blocks(free, block_size,
+                                                self.kv_bytes_per_token // self.model.num_full_attention_layers)
         else:
             blocks = int(free // (block_size * self.kv_bytes_per_token))
         if blocks < 2:

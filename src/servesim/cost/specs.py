@@ -336,6 +336,12 @@ class ModelSpec:
     mamba_ssm_dtype: str = "float32"
     # full attention's output gate (Qwen3-Next, Qwen3.5: q_proj also projects a gate per head, `attn_output_gate`)
     attn_output_gate: bool = False
+    # DeepSeek sparse attention (DSA: DeepSeek-V3.2's and GLM-5's names; 0: none): each query attends to the
+    # `index_topk` cached tokens a lightning indexer of `index_n_heads` heads of `index_head_dim` picks, scoring
+    # every cached token against its own small key (one `index_head_dim` key a token a layer)
+    index_topk: int = 0
+    index_n_heads: int = 0
+    index_head_dim: int = 0
 
     def __post_init__(self) -> None:
         """The rules `from_config` applies with the file's line numbers, for a spec built in Python."""
@@ -391,6 +397,11 @@ class ModelSpec:
         if self.num_linear_layers + self.num_sliding_layers >= self.num_hidden_layers:
             bad("num_linear_layers", self.num_linear_layers, "fewer linear and sliding layers than num_hidden_layers "
                 "(at least one full-attention layer)")
+        for field in ("index_topk", "index_n_heads", "index_head_dim"):
+            if not is_int(getattr(self, field)) or getattr(self, field) < 0:
+                bad(field, getattr(self, field), "an integer >= 0")
+        if self.index_topk and not (self.is_mla and self.index_n_heads and self.index_head_dim):
+            bad("index_topk", self.index_topk, "0, or DSA's index_n_heads and index_head_dim > 0 on an MLA model")
         if self.mamba_ssm_dtype not in STATE_DTYPE_BYTES:
             bad("mamba_ssm_dtype", self.mamba_ssm_dtype, f"one of {', '.join(STATE_DTYPE_BYTES)}")
         if self.quant_method == "mxfp4" and not self.num_local_experts:
@@ -427,7 +438,16 @@ class ModelSpec:
         r, ql, qk = self.kv_lora_rank, self.q_lora_rank, self.qk_nope_head_dim + self.qk_rope_head_dim
         q = h * ql + ql * heads * qk if ql else h * heads * qk
         return (q + h * (r + self.qk_rope_head_dim) + r * heads * (self.qk_nope_head_dim + self.v_head_dim)
-                + heads * self.v_head_dim * h)
+                + heads * self.v_head_dim * h + self.indexer_parameters)
+
+    @property
+    def indexer_parameters(self) -> int:
+        """DSA's lightning indexer a layer: wq_b (q_lora_rank -> heads x head dim), wk (hidden -> head dim),
+        weights_proj (hidden -> a weight a head)."""
+        if not self.index_topk:
+            return 0
+        n, dh, h = self.index_n_heads, self.index_head_dim, self.hidden_size
+        return (self.q_lora_rank or h) * n * dh + h * dh + h * n
 
     @property
     def num_full_attention_layers(self) -> int:
@@ -455,7 +475,12 @@ class ModelSpec:
         MLA's one latent (kv_lora_rank + qk_rope_head_dim)."""
         per_layer = self.kv_lora_rank + self.qk_rope_head_dim if self.is_mla else \
             2 * self.num_key_value_heads * self.head_dim
-        return per_layer * self.dtype_bytes
+        return per_layer * self.dtype_bytes + self.index_key_bytes
+
+    @property
+    def index_key_bytes(self) -> int:
+        """DSA's indexer key a token a layer, as vLLM and SGLang cache it: FP8, with a 4-byte scale per 128."""
+        return self.index_head_dim + self.index_head_dim // 128 * 4 if self.index_topk else 0
 
     @property
     def kv_bytes_per_token(self) -> int:
@@ -566,6 +591,11 @@ class ModelSpec:
             mla = {"kv_lora_rank": integer("kv_lora_rank"),
                    "q_lora_rank": integer("q_lora_rank", minimum=0, default=0),
                    **{k: integer(k) for k in ("qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")}}
+            if key_of("index_topk") is not None:  # DeepSeek sparse attention's indexer (DeepSeek-V3.2, GLM-5)
+                mla |= {k: integer(k) for k in ("index_topk", "index_n_heads", "index_head_dim")}
+        elif key_of("index_topk") is not None:
+            doc.fail(("index_topk",), "DeepSeek sparse attention without MLA: expected kv_lora_rank and the MLA "
+                     "head dims beside it")
         model_type = config.get("model_type") or ""
         if not isinstance(model_type, str):
             doc.fail_type(("model_type",), model_type, "a string")
@@ -594,7 +624,6 @@ class ModelSpec:
 # Keys of architectures whose attention servesim does not model yet: a config that sets one is refused, naming
 # it, rather than read as the plain attention it is not.
 UNMODELLED_KEYS = {
-    "index_topk": "DeepSeek sparse attention (DSA)",
     "attention_chunk_size": "chunked local attention (Llama 4)",
     "interleave_moe_layer_step": "interleaved MoE layers (Llama 4)",
 }

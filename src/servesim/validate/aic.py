@@ -39,11 +39,14 @@ MODELS = {"meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b", "nvidia/Llama-3.1-
           # NVIDIA's NVFP4 checkpoints: the base model's shapes (DeepSeek-V3.1's config has DeepSeek-V3's)
           "nvidia/DeepSeek-R1-NVFP4": "deepseek-r1", "nvidia/DeepSeek-V3.1-NVFP4": "deepseek-v3",
           "nvidia/Qwen3-32B-NVFP4": "qwen3-32b", "moonshotai/Kimi-K2.5": "kimi-k2.5",
-          "openai/gpt-oss-120b": "gpt-oss-120b", "Qwen/Qwen3.5-397B-A17B": "qwen3.5-397b-a17b"}
-# NVIDIA's NVFP4 checkpoints that quantize the routed experts alone (their hf_quant_config's exclude_modules keep
-# attention, linear attention and the shared experts in 16 bits; nvidia/Qwen3.5-397B-A17B-NVFP4): servesim's
-# --quantization modelopt_fp4 quantizes every linear layer, so their rows are out of reach
-NVFP4_EXPERTS_ONLY = {"qwen3.5-397b-a17b"}
+          "openai/gpt-oss-120b": "gpt-oss-120b", "Qwen/Qwen3.5-397B-A17B": "qwen3.5-397b-a17b",
+          # (its rows are FP8 GEMMs beside block-FP8 experts: zai-org's block-wise FP8 checkpoint)
+          "zhipuai/GLM-5": "glm-5-fp8"}
+# NVIDIA's NVFP4 checkpoints that keep attention in 16 bits (their hf_quant_config's exclude_modules:
+# nvidia/Qwen3.5-397B-A17B-NVFP4 attention, linear attention and the shared experts; nvidia/GLM-5-NVFP4 attention
+# and the DSA indexer): servesim's --quantization modelopt_fp4 quantizes every linear layer, so their rows are out
+# of reach
+NVFP4_EXPERTS_ONLY = {"qwen3.5-397b-a17b", "glm-5-fp8"}
 GPUS = {"h100_sxm": "h100-80gb", "h200_sxm": "h200", "b200_sxm": "b200", "b300_sxm": "b300", "gb200": "gb200",
         "gb300": "gb300"}
 ENGINES = ("vllm", "sglang", "trtllm")
@@ -146,8 +149,7 @@ def _out_of_reach(row: dict) -> str | None:
         return why
     gemm, moe = row["gemm_quant_mode"], row["moe_quant_mode"]
     if "nvfp4" in (gemm, moe) and MODELS[row["model_path"]] in NVFP4_EXPERTS_ONLY:
-        return f"nvfp4 rows of {row['model_path']}: NVIDIA's checkpoint quantizes the routed experts alone, not " \
-               "modelled yet"
+        return f"nvfp4 rows of {row['model_path']}: NVIDIA's checkpoint keeps attention in 16 bits, not modelled yet"
     if "nvfp4" in (gemm, moe) and (gemm != "nvfp4" or moe not in (None, "", "nvfp4")):
         return f"{gemm} GEMMs beside {moe} experts are not modelled yet"
     for name in ("gemm_quant_mode", "moe_quant_mode"):
