@@ -61,8 +61,9 @@ def cost(
     aic_backend_version: Annotated[str | None, typer.Option(
         help="--cost aic: the engine release whose tables price the step [default: the newest].")] = None,
     quantization: Annotated[str | None, typer.Option("--quantization", "-q", help="fp8: linear layers in FP8 at "
-                                                     "the GPU's FP8 peak | modelopt_fp4: NVFP4 [default: none, or "
-                                                     "the checkpoint's own].")] = None,
+                                                     "the GPU's FP8 peak | modelopt_fp4: NVFP4 | mxfp4: an MXFP4 "
+                                                     "checkpoint's experts (gpt-oss) [default: none, or the "
+                                                     "checkpoint's own].")] = None,
     kv_cache_dtype: Annotated[str | None, typer.Option(help="auto | fp8 [default: auto].")] = None,
     enable_expert_parallel: Annotated[bool | None, typer.Option(
         "--enable-expert-parallel", help="MoE models: whole experts per GPU (vLLM's expert parallelism) "
