@@ -11,6 +11,7 @@ from dataclasses import replace
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_block_pool import prefix_workloads
 
 from servesim.cost.base import StepShape
 from servesim.cost.kv_groups import KVGroups, window_blocks
@@ -202,6 +203,27 @@ def test_window_blocks_keep_the_books_and_the_fast_path_exact(case):
     cost = Roofline("gpt-oss-120b", "h200")
     fast = simulate(reqs, cfg, engine, cost, check_invariants=True, fast=True)
     slow = simulate(reqs, cfg, engine, cost, check_invariants=True, fast=False)
+    assert all(len(t.token_times) == r.output_len for t, r in zip(fast.requests, reqs))
+    for x, y in zip(fast.requests, slow.requests):
+        assert x.token_times == pytest.approx(y.token_times, rel=1e-12, abs=1e-12)
+
+
+@settings(max_examples=30, deadline=None)
+@given(prefix_workloads())
+def test_prefix_caching_keeps_the_window_blocks_apart(w):
+    # with prefix caching (requests carrying block identities) a request's window blocks are held apart from its
+    # hashed full blocks: the books hold (block lists and counts agree, ref counts match, nothing held is free),
+    # every request finishes, and the fast path gives the step-by-step timelines
+    reqs, blocks, budget = w
+    cfg = EngineConfig(max_num_batched_tokens=budget, max_num_seqs=4, block_size=4, num_gpu_blocks=blocks + 33)
+    cost = Roofline("gpt-oss-120b", "h200")
+    try:
+        fast = simulate(reqs, cfg, "vllm", cost, check_invariants=True)
+    except ConfigError as exc:  # a request too big for this pool is refused before the run
+        assert "whole pool" in str(exc)
+        return
+    assert fast.config.kv_blocks_per_request == 33  # cdiv(127, 4) + 1
+    slow = simulate(reqs, cfg, "vllm", cost, check_invariants=True, fast=False)
     assert all(len(t.token_times) == r.output_len for t, r in zip(fast.requests, reqs))
     for x, y in zip(fast.requests, slow.requests):
         assert x.token_times == pytest.approx(y.token_times, rel=1e-12, abs=1e-12)
