@@ -117,3 +117,27 @@ def test_linear_layers_without_their_shapes_are_refused(tmp_path):
 def test_tp_must_divide_the_linear_heads():
     with pytest.raises(ConfigError, match=r"tp=32: must divide linear_num_key_heads \(16\)"):
         Roofline("qwen3.5-397b-a17b", "b200", tp=32)
+
+
+def test_nvidias_nvfp4_checkpoint_keeps_its_ignored_families_in_16_bits():
+    # its quantization_config: quant_method modelopt, NVFP4, `ignore` globs matching layer 3's self_attn, layer 0's
+    # linear_attn and every shared expert; the routed experts are 4-bit
+    m = load_model("qwen3.5-397b-a17b-nvfp4")
+    assert (m.quant_method, m.unquantized) == ("modelopt_fp4", ("attention", "linear_attention", "shared_experts"))
+    nv, bf = Roofline(m, "b200", tp=4), Roofline("qwen3.5-397b-a17b", "b200", tp=4)
+    # the same bytes for the 16-bit families, 0.5625 a weight (4 bits and an FP8 scale a 16) for the experts
+    experts = 60 * 512 * 3 * 4096 * 256  # every expert's width split over the 4 GPUs (MoE TP 4)
+    assert bf.weight_bytes - nv.weight_bytes == experts * (2 - 0.5625)
+    ops = {o.name: o for o in nv.breakdown(StepShape.of(prefills=[(4096, 0)]))}
+    assert ops["qkv_proj"].bound == "compute" and ops["qkv_proj"].seconds == pytest.approx(
+        {o.name: o for o in bf.breakdown(StepShape.of(prefills=[(4096, 0)]))}["qkv_proj"].seconds, rel=1e-12)
+
+
+def test_a_modelopt_checkpoint_with_16_bit_experts_is_refused(tmp_path):
+    config = json.loads(load_model.__globals__["_data_dir"]("models").joinpath("qwen3.5-397b-a17b-nvfp4.json")
+                        .read_text())
+    config["quantization_config"]["ignore"].append("*.mlp.experts*")
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config, indent=2))
+    with pytest.raises(ConfigError, match="quantization_config.ignore: routed experts kept in 16 bits"):
+        load_model(str(path))

@@ -184,19 +184,20 @@ def test_aic_silicon_gpt_oss_rows_serve_the_mxfp4_checkpoint(tmp_path):
 
 
 def test_aic_silicon_qwen3_5_rows(tmp_path):
-    # its BF16 rows as the built-in; its fp8_block rows need the FP8 checkpoint servesim lacks; NVIDIA's NVFP4
-    # checkpoint quantizes the routed experts alone, which --quantization modelopt_fp4 does not model
+    # its BF16 rows as the built-in; its fp8_block rows need the FP8 checkpoint servesim lacks; its NVFP4 rows
+    # NVIDIA's checkpoint
     rows = ["bf,src,sglang,0.5.9,Qwen/Qwen3.5-397B-A17B,b200_sxm,bf16,agg,1024,1024,,,8,8,1,1,8,1,100,10",
             "f8,src,sglang,0.5.9,Qwen/Qwen3.5-397B-A17B,b200_sxm,fp8,agg,1024,1024,fp8,fp8_block,8,4,1,1,4,1,100,10",
             "f4,src,sglang,0.5.9,Qwen/Qwen3.5-397B-A17B,b200_sxm,fp4,agg,1024,1024,nvfp4,nvfp4,8,4,1,1,4,1,100,10"]
     (tmp_path / "s.csv").write_text(SILICON_HEAD + "\n".join(rows) + "\n")
     from servesim.validate.aic import read_silicon
 
-    (bf,), out = read_silicon(tmp_path / "s.csv")
+    (bf, f4), out = read_silicon(tmp_path / "s.csv")
     assert (bf.fields["model"], bf.fields["tp"], "quantization" in bf.fields) == ("qwen3.5-397b-a17b", 8, False)
+    # NVIDIA's NVFP4 checkpoint, its attention, linear attention and shared experts in 16 bits (its ignore list)
+    assert (f4.fields["model"], f4.fields["quantization"]) == ("qwen3.5-397b-a17b-nvfp4", "modelopt_fp4")
     assert [why for _, why in out] == [
-        "f8: fp8_block weights of Qwen/Qwen3.5-397B-A17B: servesim has its checkpoint in BF16 only",
-        "f4: nvfp4 rows of Qwen/Qwen3.5-397B-A17B: NVIDIA's checkpoint keeps attention in 16 bits, not modelled yet"]
+        "f8: fp8_block weights of Qwen/Qwen3.5-397B-A17B: servesim has its checkpoint in BF16 only"]
 
 
 def test_aic_silicon_glm5_rows_serve_the_fp8_checkpoint(tmp_path):
@@ -209,7 +210,8 @@ def test_aic_silicon_glm5_rows_serve_the_fp8_checkpoint(tmp_path):
     # the fp8 profile: FP8 GEMMs (the checkpoint's block-wise FP8) and an FP8 KV cache
     assert (g.fields["model"], g.fields["quantization"], g.fields["kv_cache_dtype"]) == ("glm-5-fp8", "fp8", "fp8")
     assert [why for _, why in out] == [
-        "n: nvfp4 rows of zhipuai/GLM-5: NVIDIA's checkpoint keeps attention in 16 bits, not modelled yet"]
+        "n: nvfp4 rows of zhipuai/GLM-5: NVIDIA's checkpoint keeps attention in 16 bits, and servesim has no config "
+        "of it"]
 
 
 def test_a_staggered_closed_loop_by_hand():

@@ -41,6 +41,11 @@ QUANTIZATIONS = ("fp8", "modelopt_fp4", "mxfp4")
 # NVFP4 (`--quantization modelopt_fp4`, ModelOpt's NVFP4 checkpoints): 4-bit weights with one FP8 scale per 16,
 # 0.5 + 1/16 bytes a weight (the per-tensor FP32 scale aside)
 NVFP4_BYTES = 0.5625
+# A checkpoint's families of linear layers kept in 16 bits (`ModelSpec.unquantized`), as vLLM names their GEMMs
+UNQUANTIZED_GEMMS = {"attention": ("qkv_proj", "o_proj"),
+                     "linear_attention": ("in_proj_qkvz", "in_proj_ba", "out_proj"),
+                     "shared_experts": ("shared_expert.gate_up_proj", "shared_expert.down_proj"),
+                     "dense": ("gate_up_proj", "down_proj")}
 # Gated DeltaNet's chunk in the chunked gated delta rule (flash-linear-attention's `chunk_gated_delta_rule`, 64)
 GDN_CHUNK = 64
 # MXFP4 (`--quantization mxfp4`, the OCP microscaling format of gpt-oss's experts): 4-bit E2M1 weights with one
@@ -229,7 +234,7 @@ class Roofline:
                  "_lm", "_sampler_bytes", "_ar_bytes", "_ar_count", "_ar_link", "_weights", "_act_bytes",
                  "_by_tokens", "_by_sampled", "_decode", "engine", "_car", "_kernels_layer", "_kernels_step", "_host",
                  "layout", "fabric", "_a2a", "_dispatch_bytes", "_by_a2a", "_ce", "_eaq", "_La", "_Ls", "_W",
-                 "_Ll", "_kind_gemms", "_gdn", "state_bytes_per_request", "_index")
+                 "_Ll", "_kind_gemms", "_gdn", "state_bytes_per_request", "_index", "_bf16")
 
     def __init__(self, model: str | ModelSpec = "llama-3-8b", gpu: str | GpuSpec = "h100-80gb", tp: int | None = None,
                  params: CostParams | None = None, engine: EngineProfile | None = None,
@@ -310,28 +315,37 @@ class Roofline:
         self._index = None
         if m.index_topk:
             self._indexer(m)
-        attn_w = L * sum(k * n for _, k, n in self._gemms)
+        # GEMMs a partly quantized checkpoint keeps in 16 bits (`ModelSpec.unquantized`), by vLLM module name
+        self._bf16 = frozenset(name for family in m.unquantized for name in UNQUANTIZED_GEMMS[family]) \
+            if quantization == m.quant_method else frozenset()
+        attn_w = L * sum(k * n * self._wbytes(name) for name, k, n in self._gemms)
         # (name, k, n, layers): GEMMs of one layer kind only (a hybrid model's attention and linear attention)
         self._kind_gemms: list[tuple[str, int, int, int]] = []
         self._Ll, self._gdn, self.state_bytes_per_request = m.num_linear_layers, None, 0
         if self._Ll:
             self._gated_deltanet(m, tp, d)
-            attn_w = sum(k * n * count for _, k, n, count in self._kind_gemms)
+            attn_w = sum(k * n * count * self._wbytes(name) for name, k, n, count in self._kind_gemms)
         self._moe = self._moe_layers(m, mlp) if m.num_local_experts else None
         if self._moe is None:
             self._gemms += mlp
         self._set_kernels(m, g, p, tp, heads, kv_heads, inter, gate_up, vocab)
-        dense_w, shared_w, experts_w, router_w = h * gate_up + inter * h, 0, 0, 0
+        dense_w = sum(k * n * self._wbytes(name) for name, k, n in mlp)
+        shared_w, experts_w, router_w = 0, 0, 0
         if self._moe is not None:  # (the router stays in 16 bits under FP8, as vLLM builds it)
             moe = self._moe
             experts_w = moe.local_experts * sum(k * n for _, k, n in moe.experts)
-            shared_w, router_w = sum(k * n for _, k, n in moe.shared), h * moe.router_width
+            shared_w, router_w = sum(k * n * self._wbytes(name) for name, k, n in moe.shared), h * moe.router_width
         lm = m.num_moe_layers
-        self._weights = int(self._dw * (attn_w + (L - lm) * dense_w + lm * shared_w) + self._ew * lm * experts_w
+        self._weights = int(attn_w + (L - lm) * dense_w + lm * shared_w + self._ew * lm * experts_w
                             + d * (lm * router_w + vocab * h * (1 if m.tie_word_embeddings else 2)))
         act = gate_up + inter if self._moe is None else max(self._moe.act_width, (gate_up + inter) * (lm < L))
         self._act_bytes = d * (2 * h + act)  # live activations per token at the MLP
         self._check_finite()
+
+    def _wbytes(self, name: str) -> float:
+        """Bytes a weight of the GEMM `name` (outside the routed experts): 16 bits where the checkpoint keeps it
+        so, else the linear layers' precision."""
+        return self.model.dtype_bytes if name in self._bf16 else self._dw
 
     def _gated_deltanet(self, m: ModelSpec, tp: int, d: int) -> None:
         """A hybrid model's Gated DeltaNet layers (Qwen3-Next / Qwen3.5, `Qwen3NextGatedDeltaNet`; heads split by
@@ -673,12 +687,13 @@ class Roofline:
         if t is None:
             kl = self._kl
             layer = 0.0
-            for _, k, n in self._gemms:
-                fc, fm = self._gemm(tokens, k, n)
+            bf16 = self._bf16
+            for name, k, n in self._gemms:
+                fc, fm = self._gemm(tokens, k, n, quantized=name not in bf16)
                 layer += (fc if fc > fm else fm) + kl
             t = self._L * layer + self._elem_s * tokens + self._elem_floor
-            for _, k, n, count in self._kind_gemms:
-                fc, fm = self._gemm(tokens, k, n)
+            for name, k, n, count in self._kind_gemms:
+                fc, fm = self._gemm(tokens, k, n, quantized=name not in bf16)
                 t += count * ((fc if fc > fm else fm) + kl)
             if self._moe is not None:
                 t += self._moe_time(tokens)
@@ -748,9 +763,9 @@ class Roofline:
         lm, ld = moe.num_moe_layers, moe.num_dense_layers
         touched, routed = self._experts_touched(tokens), math.ceil(tokens * moe.rows_per_token)
         gemms = [("router", (tokens, h, moe.router_width, 1.0, False), lm)]
-        gemms += [(name, (tokens, k, n, 1.0, True), lm) for name, k, n in moe.shared]
+        gemms += [(name, (tokens, k, n, 1.0, name not in self._bf16), lm) for name, k, n in moe.shared]
         gemms += [(f"experts.{name}", (routed, k, n, touched, True, True), lm) for name, k, n in moe.experts]
-        gemms += [(name, (tokens, k, n, 1.0, True), ld) for name, k, n in moe.dense]
+        gemms += [(name, (tokens, k, n, 1.0, name not in self._bf16), ld) for name, k, n in moe.dense]
         return [(name, *self._gemm(*args), count, *(self._gemm_work(*args) if work else ()))
                 for name, args, count in gemms]
 
@@ -820,9 +835,11 @@ class Roofline:
 
         if tokens:
             for name, k, n in self._gemms:
-                add(name, *self._gemm(tokens, k, n), L, *self._gemm_work(tokens, k, n))
+                q = name not in self._bf16
+                add(name, *self._gemm(tokens, k, n, quantized=q), L, *self._gemm_work(tokens, k, n, quantized=q))
             for name, k, n, count in self._kind_gemms:
-                add(name, *self._gemm(tokens, k, n), count, *self._gemm_work(tokens, k, n))
+                q = name not in self._bf16
+                add(name, *self._gemm(tokens, k, n, quantized=q), count, *self._gemm_work(tokens, k, n, quantized=q))
             if self._moe is not None:
                 for name, fc, fm, count, flops, nbytes in self._moe_ops(tokens, work=True):
                     if count:

@@ -6,6 +6,7 @@ Also the readers every input file outside trace loading shares: a bad file is re
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import math
 import numbers
@@ -342,6 +343,9 @@ class ModelSpec:
     index_topk: int = 0
     index_n_heads: int = 0
     index_head_dim: int = 0
+    # families of linear layers a quantized checkpoint keeps in 16 bits (`UNQUANTIZED_FAMILIES`; ModelOpt's NVFP4
+    # checkpoints' `ignore`: nvidia/Qwen3.5-397B-A17B-NVFP4 keeps attention, linear attention, shared experts)
+    unquantized: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         """The rules `from_config` applies with the file's line numbers, for a spec built in Python."""
@@ -404,6 +408,8 @@ class ModelSpec:
             bad("index_topk", self.index_topk, "0, or DSA's index_n_heads and index_head_dim > 0 on an MLA model")
         if self.mamba_ssm_dtype not in STATE_DTYPE_BYTES:
             bad("mamba_ssm_dtype", self.mamba_ssm_dtype, f"one of {', '.join(STATE_DTYPE_BYTES)}")
+        if not isinstance(self.unquantized, tuple) or not set(self.unquantized) <= set(UNQUANTIZED_FAMILIES):
+            bad("unquantized", self.unquantized, f"a tuple of {', '.join(UNQUANTIZED_FAMILIES)}")
         if self.quant_method == "mxfp4" and not self.num_local_experts:
             bad("quant_method", self.quant_method, "mxfp4 for a MoE model's experts (a model with experts)")
         if self.num_local_experts and self.num_dense_layers >= self.num_hidden_layers:
@@ -632,7 +638,8 @@ LINEAR_FIELDS = ("num_linear_layers", "linear_num_key_heads", "linear_num_value_
                  "linear_value_head_dim", "linear_conv_kernel_dim")
 # the recurrent state's dtypes (`mamba_ssm_dtype`), bytes an element
 STATE_DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
-QUANT_METHODS = ("", "fp8", "compressed-tensors", "mxfp4")
+QUANT_METHODS = ("", "fp8", "compressed-tensors", "mxfp4", "modelopt_fp4")
+UNQUANTIZED_FAMILIES = ("attention", "linear_attention", "shared_experts", "dense")
 
 
 def _refuse_unmodelled(doc: InputDoc, config: dict) -> None:
@@ -707,9 +714,11 @@ def _quantization_config(doc: InputDoc, config: dict) -> dict:
         return _int4_config(doc, q)
     if q.get("quant_method") == "mxfp4":
         return _mxfp4_config(doc, q)
+    if q.get("quant_method") == "modelopt":
+        return _modelopt_config(doc, q, config)
     if q.get("quant_method") != "fp8":
         doc.fail(("quantization_config", "quant_method"), f"{show(q.get('quant_method'))} checkpoints are not "
-                 "modelled yet; expected fp8, compressed-tensors or mxfp4")
+                 "modelled yet; expected fp8, compressed-tensors, mxfp4 or modelopt (NVFP4)")
     block = q.get("weight_block_size")
     if block is not None and not (isinstance(block, list) and len(block) == 2 and all(is_int(b) and b > 0
                                                                                      for b in block)):
@@ -731,6 +740,36 @@ def _mxfp4_config(doc: InputDoc, q: dict) -> dict:
         doc.fail(("quantization_config", "modules_to_not_convert"), f"expected at least {', '.join(MXFP4_UNCONVERTED)}"
                  " (MXFP4 experts, everything else in 16 bits: the one MXFP4 scheme modelled)")
     return {"quant_method": "mxfp4"}
+
+
+def _modelopt_config(doc: InputDoc, q: dict, config: dict) -> dict:
+    """ModelOpt's NVFP4 checkpoints (`quant_method` modelopt, `quant_algo` NVFP4; vLLM's `--quantization
+    modelopt_fp4`): 4-bit weights and activations with an FP8 scale per 16; its `ignore` globs (fnmatch, as
+    ModelOpt writes them) tried on a module of each family at the first layer of its kind keep that family in 16
+    bits. The routed experts must be 4-bit (the one split modelled beside every linear layer)."""
+    if q.get("quant_algo") != "NVFP4":
+        doc.fail(("quantization_config", "quant_algo"), f"{show(q.get('quant_algo'))}: only NVFP4 is modelled yet")
+    ignore = q.get("ignore") or []
+    if not isinstance(ignore, list) or not all(isinstance(p, str) for p in ignore):
+        doc.fail_type(("quantization_config", "ignore"), ignore, "a list of module name patterns")
+    kinds = config.get("layer_types") or []
+    first = {kind: kinds.index(kind) if kind in kinds else 0 for kind in ("full_attention", "linear_attention")}
+    dense = int(config.get("first_k_dense_replace") or 0)
+    moe = dense if dense else 0
+    modules = {"attention": f"layers.{first['full_attention']}.self_attn.q_proj",
+               "linear_attention": f"layers.{first['linear_attention']}.linear_attn.in_proj_qkvz",
+               "shared_experts": f"layers.{moe}.mlp.shared_expert.gate_proj",
+               "dense": "layers.0.mlp.gate_proj", "experts": f"layers.{moe}.mlp.experts.0.gate_proj"}
+
+    def kept(module: str) -> bool:
+        return any(fnmatch.fnmatchcase(f"{prefix}{module}", p) for p in ignore
+                   for prefix in ("model.", "model.language_model."))
+
+    if kept(modules["experts"]):
+        doc.fail(("quantization_config", "ignore"), "routed experts kept in 16 bits: only NVFP4 experts are "
+                 "modelled")
+    return {"quant_method": "modelopt_fp4",
+            "unquantized": tuple(f for f in UNQUANTIZED_FAMILIES if kept(modules[f]))}
 
 
 # A module of each family, named as vLLM's DeepSeek-style models name them, to try a checkpoint's `ignore` on

@@ -42,11 +42,12 @@ MODELS = {"meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b", "nvidia/Llama-3.1-
           "openai/gpt-oss-120b": "gpt-oss-120b", "Qwen/Qwen3.5-397B-A17B": "qwen3.5-397b-a17b",
           # (its rows are FP8 GEMMs beside block-FP8 experts: zai-org's block-wise FP8 checkpoint)
           "zhipuai/GLM-5": "glm-5-fp8"}
-# NVIDIA's NVFP4 checkpoints that keep attention in 16 bits (their hf_quant_config's exclude_modules:
-# nvidia/Qwen3.5-397B-A17B-NVFP4 attention, linear attention and the shared experts; nvidia/GLM-5-NVFP4 attention
-# and the DSA indexer): servesim's --quantization modelopt_fp4 quantizes every linear layer, so their rows are out
-# of reach
-NVFP4_EXPERTS_ONLY = {"qwen3.5-397b-a17b", "glm-5-fp8"}
+# NVIDIA's NVFP4 checkpoints that keep some linear layers in 16 bits, as the built-in that reads their
+# quantization_config (nvidia/Qwen3.5-397B-A17B-NVFP4: attention, linear attention and the shared experts), or
+# None where servesim has no config of it (nvidia/GLM-5-NVFP4 keeps attention and the DSA indexer in 16 bits in its
+# hf_quant_config.json, which its config.json does not carry): --quantization modelopt_fp4 on the base model would
+# quantize every linear layer
+NVFP4_CHECKPOINTS = {"qwen3.5-397b-a17b": "qwen3.5-397b-a17b-nvfp4", "glm-5-fp8": None}
 GPUS = {"h100_sxm": "h100-80gb", "h200_sxm": "h200", "b200_sxm": "b200", "b300_sxm": "b300", "gb200": "gb200",
         "gb300": "gb300"}
 ENGINES = ("vllm", "sglang", "trtllm")
@@ -109,6 +110,7 @@ def read_silicon(path: Path | None = None, start: str = "staggered",
             fields["quantization"] = "mxfp4"
         elif row["gemm_quant_mode"] == "nvfp4":  # an NVFP4 checkpoint of the model (NVIDIA's ModelOpt ones)
             fields["quantization"] = "modelopt_fp4"
+            fields["model"] = NVFP4_CHECKPOINTS.get(fields["model"]) or fields["model"]
         elif row["gemm_quant_mode"] == "fp8" or _block_checkpoint(fields["model"]):
             fields["quantization"] = "fp8"  # (a block-wise FP8 checkpoint is served as one: its own config)
         if row["backend"] == "trtllm":
@@ -148,8 +150,10 @@ def _out_of_reach(row: dict) -> str | None:
     if why or _mxfp4_checkpoint(MODELS[row["model_path"]]):
         return why
     gemm, moe = row["gemm_quant_mode"], row["moe_quant_mode"]
-    if "nvfp4" in (gemm, moe) and MODELS[row["model_path"]] in NVFP4_EXPERTS_ONLY:
-        return f"nvfp4 rows of {row['model_path']}: NVIDIA's checkpoint keeps attention in 16 bits, not modelled yet"
+    model = MODELS[row["model_path"]]
+    if "nvfp4" in (gemm, moe) and model in NVFP4_CHECKPOINTS and NVFP4_CHECKPOINTS[model] is None:
+        return f"nvfp4 rows of {row['model_path']}: NVIDIA's checkpoint keeps attention in 16 bits, and servesim " \
+               "has no config of it"
     if "nvfp4" in (gemm, moe) and (gemm != "nvfp4" or moe not in (None, "", "nvfp4")):
         return f"{gemm} GEMMs beside {moe} experts are not modelled yet"
     for name in ("gemm_quant_mode", "moe_quant_mode"):
