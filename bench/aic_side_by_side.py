@@ -29,6 +29,7 @@ def main() -> None:
                     "roofline, or its operators from AIConfigurator's measured tables (servesim.cost.aic)")
     ap.add_argument("--models", default=None, help="only the rows of these servesim models (comma-separated)")
     ap.add_argument("--workers", type=int, default=1, help="processes scoring servesim's rows")
+    ap.add_argument("--json", default=None, help="write servesim's report (validate's --json) here")
     args = ap.parse_args()
     raw = {r["id"]: r for r in pl.read_csv(silicon_csv(), infer_schema_length=0).iter_rows(named=True)}
     points, out = read_silicon(start=args.start)
@@ -47,6 +48,18 @@ def main() -> None:
     from servesim.plan.executors import LocalExecutor
 
     report = score(points, executor=LocalExecutor(args.workers))
+    if args.json:
+        import json
+
+        with open(args.json, "w") as f:
+            json.dump(report.to_json(), f)
+    print(f"servesim alone on its {len(report.predicted)} rows (MAPE / signed mean, %):")
+    print("| model | rows | TTFT | TPOT | E2E |")
+    print("|---|---:|---:|---:|---:|")
+    for key, rows in sorted(report.groups()["model"].items()):
+        cells = " | ".join(f"{report.mape(m, rows):.1f} / {report.signed(m, rows):+.1f}"
+                           for m in ("ttft_ms", "tpot_ms", "e2el_ms"))
+        print(f"| {key} | {len(rows)} | {cells} |")
     both, refused = [], Counter()
     for p, _, err in report.predicted:
         aic = estimate(raw[p.fields["id"]])
