@@ -13,9 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_block_pool import prefix_workloads
 
+from servesim.cost.attention_kinds import window_pairs
 from servesim.cost.base import StepShape
 from servesim.cost.kv_groups import KVGroups, window_blocks
-from servesim.cost.roofline import MXFP4_BYTES, Roofline, window_pairs
+from servesim.cost.roofline import MXFP4_BYTES, Roofline
 from servesim.cost.specs import load_gpu, load_model
 from servesim.engine import simulate
 from servesim.engine.request import Request

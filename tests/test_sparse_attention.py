@@ -9,8 +9,9 @@ import json
 
 import pytest
 
+from servesim.cost.attention_kinds import window_pairs
 from servesim.cost.base import StepShape
-from servesim.cost.roofline import Roofline, window_pairs
+from servesim.cost.roofline import Roofline
 from servesim.cost.specs import load_model
 from servesim.errors import ConfigError
 
