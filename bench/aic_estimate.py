@@ -13,7 +13,8 @@ memory (`check_oom`) is refused, as upstream refuses it. Checked: on the 778 den
 
 Model configs: AIConfigurator downloads a model's `config.json` from Hugging Face where it has none bundled;
 nothing is downloaded here. The three ids the servesim rows use and the package lacks are read from its bundled
-configs of the same architecture (Llama-3.1-8B-Instruct and -70B: `meta-llama--Meta-Llama-3.1-8B/-70B`), and
+configs of the same architecture (Llama-3.1-8B-Instruct and -70B: `meta-llama--Meta-Llama-3.1-8B/-70B`; the file's
+`zhipuai/GLM-5`: `zai-org--GLM-5-FP8`), and
 nvidia's FP8 8B checkpoint with ModelOpt's FP8 quantisation (weights and KV cache, as the bundled
 `nvidia/Llama-3.1-70B-Instruct-FP8`).
 """
@@ -27,7 +28,9 @@ from pathlib import Path
 
 SAME_SHAPE = {"meta-llama/Llama-3.1-8B-Instruct": "meta-llama--Meta-Llama-3.1-8B",
               "nvidia/Llama-3.1-8B-Instruct-FP8": "meta-llama--Meta-Llama-3.1-8B",
-              "meta-llama/Llama-3.1-70B": "meta-llama--Meta-Llama-3.1-70B"}
+              "meta-llama/Llama-3.1-70B": "meta-llama--Meta-Llama-3.1-70B",
+              # (the silicon file's GLM-5 id; the package bundles zai-org's, the FP8 one as servesim reads the rows)
+              "zhipuai/GLM-5": "zai-org--GLM-5-FP8"}
 MODELOPT_FP8 = {"producer": {"name": "modelopt"},
                 "quantization": {"quant_algo": "FP8", "kv_cache_quant_algo": "FP8", "exclude_modules": ["lm_head"]}}
 _DB: dict = {}

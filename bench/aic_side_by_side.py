@@ -1,6 +1,6 @@
 """servesim beside AIConfigurator's own estimate on the same measured rows: `python -m bench.aic_side_by_side
-[--start staggered|together] [--cost roofline|aic] [--mode agg|disagg]` (needs `pip install 'servesim[aic]'`; a
-few minutes).
+[--start staggered|together] [--cost roofline|aic] [--mode agg|disagg] [--models gpt-oss-120b,...]` (needs
+`pip install 'servesim[aic]'`; a few minutes, the rows of the servesim models named alone with --models).
 
 The rows are those `servesim validate aic-silicon` predicts; AIConfigurator's estimate of each is
 `bench.aic_estimate`'s (its own scoring of its file). Printed as the table of docs/accuracy.md: MAPE of TTFT and
@@ -20,7 +20,7 @@ from bench.aic_estimate import estimate
 def main() -> None:
     import polars as pl
 
-    from servesim.validate.aic import read_silicon, silicon_csv
+    from servesim.validate.aic import MODELS, read_silicon, silicon_csv
     from servesim.validate.score import group_of, score
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -28,14 +28,39 @@ def main() -> None:
     ap.add_argument("--cost", default="roofline", choices=("roofline", "aic"), help="servesim's cost model: the "
                     "roofline, or its operators from AIConfigurator's measured tables (servesim.cost.aic)")
     ap.add_argument("--mode", choices=("agg", "disagg"), help="only the rows of this mode (all by default)")
+    ap.add_argument("--models", default=None, help="only the rows of these servesim models (comma-separated)")
+    ap.add_argument("--workers", type=int, default=1, help="processes scoring servesim's rows")
+    ap.add_argument("--json", default=None, help="write servesim's report (validate's --json) here")
     args = ap.parse_args()
     raw = {r["id"]: r for r in pl.read_csv(silicon_csv(), infer_schema_length=0).iter_rows(named=True)}
-    points, _ = read_silicon(start=args.start, mode=args.mode)
+    points, out = read_silicon(start=args.start, mode=args.mode)
+    if args.models:
+        wanted = set(args.models.split(","))
+        points = [p for p in points if p.fields["model"] in wanted]
+        names = {k for k, v in MODELS.items() if v in wanted}
+        mine = [why for line, why in out if raw_model(raw, why) in names]
+        print(f"{len(points)} rows of {args.models} expressible, {len(mine)} out of reach:")
+        for why, n in Counter(why.split(": ", 1)[1] for why in mine).most_common():
+            print(f"  {n:4d} {why}")
     if args.cost != "roofline":
         from dataclasses import replace
 
         points = [replace(p, fields=p.fields | {"cost": args.cost}) for p in points]
-    report = score(points)
+    from servesim.plan.executors import LocalExecutor
+
+    report = score(points, executor=LocalExecutor(args.workers))
+    if args.json:
+        import json
+
+        with open(args.json, "w") as f:
+            json.dump(report.to_json(), f)
+    print(f"servesim alone on its {len(report.predicted)} rows (MAPE / signed mean, %):")
+    print("| model | rows | TTFT | TPOT | E2E |")
+    print("|---|---:|---:|---:|---:|")
+    for key, rows in sorted(report.groups()["model"].items()):
+        cells = " | ".join(f"{report.mape(m, rows):.1f} / {report.signed(m, rows):+.1f}"
+                           for m in ("ttft_ms", "tpot_ms", "e2el_ms"))
+        print(f"| {key} | {len(rows)} | {cells} |")
     both, refused = [], Counter()
     for p, _, err in report.predicted:
         aic = estimate(raw[p.fields["id"]])
@@ -59,6 +84,12 @@ def main() -> None:
             _row(key, by[key])
     for why, n in refused.most_common():
         print(f"  AIConfigurator refuses {n} rows: {why}")
+
+
+def raw_model(raw: dict, why: str) -> str:
+    """The model id of the row an out-of-reach reason names (its id first)."""
+    row = raw.get(why.split(": ", 1)[0])
+    return row["model_path"] if row else ""
 
 
 def _row(label: str, rows: list) -> None:

@@ -58,7 +58,8 @@ def test_user_config_json_and_gpu_toml(monkeypatch, capsys, tmp_path):
 
 
 @pytest.mark.parametrize("args, listed", [
-    (["--model", "llama-4"], "built-in models: bloom-176b, deepseek-r1, deepseek-v3, kimi-k2.5, llama-2-70b"),
+    (["--model", "llama-4"], "built-in models: bloom-176b, deepseek-r1, deepseek-v3, glm-5, glm-5-fp8, "
+                                     "gpt-oss-120b, kimi-k2.5, llama-2-70b"),
     (["--gpu", "tpu-v5e"], "built-in GPUs: a100-80gb (a100), b200 (b200-180gb, b200-sxm), b300"),
 ])
 def test_unknown_names_list_the_valid_ones_even_before_a_step_is_given(monkeypatch, capsys, args, listed):

@@ -62,10 +62,13 @@ def test_qwen_sparse_step_and_mlp_only_layers(tmp_path):
 
 
 @pytest.mark.parametrize(("keys", "said"), [
-    ({"index_topk": 2048}, "config.json:[0-9]+: index_topk: DeepSeek sparse attention"),
-    ({"layer_types": ["full_attention", "sliding_attention"]}, "layer_types: sliding_attention layers are not "
-                                                                "modelled yet"),
-    ({"linear_num_key_heads": 16}, "linear_num_key_heads: linear attention"),
+    ({"index_topk": 2048}, "config.json:[0-9]+: index_topk: DeepSeek sparse attention without MLA"),
+    ({"layer_types": ["full_attention", "chunked_attention", "full_attention", "full_attention"]},
+     "layer_types: chunked_attention layers are not modelled yet"),
+    ({"layer_types": ["full_attention", "sliding_attention"] * 2}, "sliding_window: missing field"),
+    ({"layer_types": ["full_attention"] * 3}, "layer_types: expected one kind per layer"),
+    ({"linear_num_key_heads": 16}, "full_attention_interval: missing field"),
+    ({"layer_types": ["linear_attention"] * 3 + ["full_attention"]}, "linear_num_key_heads: missing field"),
     ({"num_experts": 4, "num_experts_per_tok": 1, "mlp_only_layers": [0, 1, 2, 3]}, "no layer has experts"),
 ])
 def test_architectures_not_modelled_are_refused_naming_the_key(tmp_path, keys, said):

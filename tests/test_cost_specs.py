@@ -12,8 +12,9 @@ ISSUE_MODELS = ["bloom-176b", "llama-2-70b", "llama-2-7b", "llama-3-70b", "llama
 # the measured deployments' dense models (AIConfigurator's silicon file, `servesim validate aic-silicon`)
 MEASURED_MODELS = ["llama-3.1-70b", "llama-3.1-8b", "qwen3-32b"]
 # issue 26's: MoE (Qwen3-MoE, MiniMax-M2) and Llama-3.1-405B
-TODAY_MODELS = ["deepseek-r1", "deepseek-v3", "kimi-k2.5", "llama-3.1-405b", "minimax-m2.5", "qwen3-235b-a22b",
-                "qwen3-235b-a22b-fp8", "qwen3-30b-a3b"]
+TODAY_MODELS = ["deepseek-r1", "deepseek-v3", "glm-5", "glm-5-fp8", "gpt-oss-120b", "kimi-k2.5", "llama-3.1-405b",
+                "minimax-m2.5", "qwen3-235b-a22b", "qwen3-235b-a22b-fp8", "qwen3-30b-a3b", "qwen3.5-397b-a17b",
+                "qwen3.5-397b-a17b-nvfp4"]
 
 
 def test_builtin_models_are_the_issue_list():
@@ -68,8 +69,8 @@ def test_bad_config_names_file_and_field(tmp_path):
 
 
 def test_unknown_model_lists_builtins():
-    with pytest.raises(ConfigError, match="built-in models: bloom-176b, deepseek-r1, deepseek-v3, kimi-k2.5, "
-                                          "llama-2-70b"):
+    with pytest.raises(ConfigError, match="built-in models: bloom-176b, deepseek-r1, deepseek-v3, glm-5, glm-5-fp8, "
+                                          "gpt-oss-120b, kimi-k2.5, llama-2-70b"):
         load_model("gpt-5")
 
 

@@ -435,7 +435,9 @@ def test_builtin_models_load_with_their_max_position_embeddings():
                       "llama-3.1-70b": 131072, "llama-3.1-8b": 131072, "qwen3-32b": 40960,
                       "llama-3.1-405b": 131072, "minimax-m2.5": 196608, "qwen3-235b-a22b": 40960,
                       "qwen3-30b-a3b": 40960, "deepseek-v3": 163840, "deepseek-r1": 163840,
-                      "qwen3-235b-a22b-fp8": 40960, "kimi-k2.5": 262144}
+                      "qwen3-235b-a22b-fp8": 40960, "kimi-k2.5": 262144, "gpt-oss-120b": 131072,
+                      "qwen3.5-397b-a17b": 262144, "qwen3.5-397b-a17b-nvfp4": 262144, "glm-5": 202752,
+                      "glm-5-fp8": 202752}
 
 
 def test_modelspec_built_in_python_refuses_nan_and_bools():

@@ -109,7 +109,7 @@ def test_aic_silicon_rows_as_deployments(tmp_path):
     # out of reach for each reason
     rows = ["ok,src,vllm,0.12.0,Qwen/Qwen3-32B,h100_sxm,fp8,agg,1024,128,fp8,,16,2,1,,,,100,10",
             "pd,src,vllm,0.12.0,Qwen/Qwen3-32B,h100_sxm,fp8,disagg,1024,128,fp8,,16,2,1,,,,100,10",
-            "moe,src,vllm,0.12.0,zhipuai/GLM-5,h200_sxm,fp8,agg,1024,128,fp8,fp8,16,8,1,,,,100,10",
+            "moe,src,vllm,0.12.0,zhipuai/GLM-4.6,h200_sxm,fp8,agg,1024,128,fp8,fp8,16,8,1,,,,100,10",
             "bw,src,vllm,0.12.0,Qwen/Qwen3-32B,b200,fp8,agg,1024,128,fp8,,16,2,1,,,,100,10",
             "trt,src,trtllm,1.0,Qwen/Qwen3-32B,h100_sxm,fp8,agg,1024,128,fp8,,16,2,1,,,,100,10",
             "blk,src,sglang,0.5.9,Qwen/Qwen3-32B,h100_sxm,fp8,agg,1024,128,fp8_block,,16,2,1,,,,100,10",
@@ -153,7 +153,7 @@ def test_aic_silicon_rows_as_deployments(tmp_path):
     assert [why for _, why in out] == [
         "pd: prefill_batch_size is empty: the P/D deployment's workers are unknown (AIConfigurator's estimate needs "
         "it too)",
-        "moe: model zhipuai/GLM-5 is not a servesim model yet",
+        "moe: model zhipuai/GLM-4.6 is not a servesim model yet",
         "bw: GPU b200 is not a servesim GPU yet",
         "blk: fp8_block weights of Qwen/Qwen3-32B: servesim has its checkpoint in BF16 only",
         "both: moe_tp_size 2 beside moe_ep_size 2: vLLM's experts are whole (EP) or split (TP), not both",
@@ -166,6 +166,53 @@ def test_aic_silicon_rows_as_deployments(tmp_path):
         "aiperf", 32, 320, False)
     with pytest.raises(ConfigError, match="vllm-bench or aiperf"):
         read_silicon(tmp_path / "s.csv", client="guidellm")
+
+
+def test_aic_silicon_gpt_oss_rows_serve_the_mxfp4_checkpoint(tmp_path):
+    # the file labels gpt-oss-120b's rows nvfp4 (and fp8), its precision profiles' names; the engines serve the
+    # checkpoint's own MXFP4 experts (its quantization_config), as servesim does
+    rows = ["v,src,vllm,0.15.1,openai/gpt-oss-120b,b200_sxm,fp4,agg,1024,1024,nvfp4,nvfp4,8,2,1,1,2,1,100,10",
+            "t,src,trtllm,1.3.0rc1,openai/gpt-oss-120b,h100_sxm,fp8,agg,4000,1000,fp8,fp8,48,4,1,,4,1,100,10"]
+    (tmp_path / "s.csv").write_text(SILICON_HEAD + "\n".join(rows) + "\n")
+    from servesim.validate.aic import read_silicon
+
+    (v, t), out = read_silicon(tmp_path / "s.csv")
+    assert not out
+    assert (v.fields["model"], v.fields["quantization"], "kv_cache_dtype" in v.fields) == ("gpt-oss-120b", "mxfp4",
+                                                                                           False)
+    # (the fp8 profile's KV cache stays: AIConfigurator's generator writes it from the profile)
+    assert (t.fields["quantization"], t.fields["kv_cache_dtype"]) == ("mxfp4", "fp8")
+
+
+def test_aic_silicon_qwen3_5_rows(tmp_path):
+    # its BF16 rows as the built-in; its fp8_block rows need the FP8 checkpoint servesim lacks; its NVFP4 rows
+    # NVIDIA's checkpoint
+    rows = ["bf,src,sglang,0.5.9,Qwen/Qwen3.5-397B-A17B,b200_sxm,bf16,agg,1024,1024,,,8,8,1,1,8,1,100,10",
+            "f8,src,sglang,0.5.9,Qwen/Qwen3.5-397B-A17B,b200_sxm,fp8,agg,1024,1024,fp8,fp8_block,8,4,1,1,4,1,100,10",
+            "f4,src,sglang,0.5.9,Qwen/Qwen3.5-397B-A17B,b200_sxm,fp4,agg,1024,1024,nvfp4,nvfp4,8,4,1,1,4,1,100,10"]
+    (tmp_path / "s.csv").write_text(SILICON_HEAD + "\n".join(rows) + "\n")
+    from servesim.validate.aic import read_silicon
+
+    (bf, f4), out = read_silicon(tmp_path / "s.csv")
+    assert (bf.fields["model"], bf.fields["tp"], "quantization" in bf.fields) == ("qwen3.5-397b-a17b", 8, False)
+    # NVIDIA's NVFP4 checkpoint, its attention, linear attention and shared experts in 16 bits (its ignore list)
+    assert (f4.fields["model"], f4.fields["quantization"]) == ("qwen3.5-397b-a17b-nvfp4", "modelopt_fp4")
+    assert [why for _, why in out] == [
+        "f8: fp8_block weights of Qwen/Qwen3.5-397B-A17B: servesim has its checkpoint in BF16 only"]
+
+
+def test_aic_silicon_glm5_rows_serve_the_fp8_checkpoint(tmp_path):
+    rows = ["g,src,sglang,glm5-hopper,zhipuai/GLM-5,h200_sxm,fp8,agg,1024,1024,fp8,fp8_block,8,8,1,1,8,1,100,10",
+            "n,src,sglang,nightly-dev,zhipuai/GLM-5,b200_sxm,fp4,agg,1024,1024,nvfp4,nvfp4,8,8,1,1,8,1,100,10"]
+    (tmp_path / "s.csv").write_text(SILICON_HEAD + "\n".join(rows) + "\n")
+    from servesim.validate.aic import read_silicon
+
+    (g,), out = read_silicon(tmp_path / "s.csv")
+    # the fp8 profile: FP8 GEMMs (the checkpoint's block-wise FP8) and an FP8 KV cache
+    assert (g.fields["model"], g.fields["quantization"], g.fields["kv_cache_dtype"]) == ("glm-5-fp8", "fp8", "fp8")
+    assert [why for _, why in out] == [
+        "n: nvfp4 rows of zhipuai/GLM-5: NVIDIA's checkpoint keeps attention in 16 bits, and servesim has no config "
+        "of it"]
 
 
 def test_a_staggered_closed_loop_by_hand():

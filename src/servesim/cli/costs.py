@@ -61,8 +61,9 @@ def cost(
     aic_backend_version: Annotated[str | None, typer.Option(
         help="--cost aic: the engine release whose tables price the step [default: the newest].")] = None,
     quantization: Annotated[str | None, typer.Option("--quantization", "-q", help="fp8: linear layers in FP8 at "
-                                                     "the GPU's FP8 peak | modelopt_fp4: NVFP4 [default: none, or "
-                                                     "the checkpoint's own].")] = None,
+                                                     "the GPU's FP8 peak | modelopt_fp4: NVFP4 | mxfp4: an MXFP4 "
+                                                     "checkpoint's experts (gpt-oss) [default: none, or the "
+                                                     "checkpoint's own].")] = None,
     kv_cache_dtype: Annotated[str | None, typer.Option(help="auto | fp8 [default: auto].")] = None,
     enable_expert_parallel: Annotated[bool | None, typer.Option(
         "--enable-expert-parallel", help="MoE models: whole experts per GPU (vLLM's expert parallelism) "
@@ -211,15 +212,30 @@ def models() -> None:
         mlp = (f"{m.expert_intermediate_size} x{m.num_local_experts}/{m.num_experts_per_tok}"
                if m.num_local_experts else f"{m.intermediate_size}")
         heads = f"{m.num_attention_heads}/MLA" if m.is_mla else f"{m.num_attention_heads}/{m.num_key_value_heads}"
+        quant = {"compressed-tensors": "int4"}.get(m.quant_method, m.quant_method)
         rows.append([name, f"{m.num_parameters / 1e9:.1f}B", str(m.num_hidden_layers), str(m.hidden_size), heads,
-                     str(m.vocab_size), str(m.kv_bytes_per_token), mlp + (" fp8" if m.quant_method else "")])
+                     _attention_kinds(m), str(m.vocab_size), str(m.kv_bytes_per_token),
+                     mlp + (f" {quant}" if quant else "")])
     print("built-in models (--model NAME, or --model PATH/config.json)\n")
-    print(text_table(["name", "params", "layers", "hidden", "heads/kv", "vocab", "KV B/tok", "MLP"], rows,
-                     right={1, 2, 3, 4, 5, 6}, width=shutil.get_terminal_size().columns))
+    print(text_table(["name", "params", "layers", "hidden", "heads/kv", "attention", "vocab", "KV B/tok", "MLP"],
+                     rows, right={1, 2, 3, 4, 6, 7}, width=shutil.get_terminal_size().columns))
     print("\n" + textwrap.fill("heads/kv: attention and KV heads (MLA: one latent per token, kv_lora_rank + rope); "
+                               "attention: the layers' kinds (sliding window W, Gated DeltaNet linear layers, DSA's "
+                               "top-k); KV B/tok: the full-attention layers' (docs/cost-models.md, KV capacity); "
                                "MLP: intermediate_size, or an expert's width x experts/active for mixtures of "
-                               "experts; fp8: the checkpoint's quantization_config",
+                               "experts, and the checkpoint's quantization_config (fp8, int4, mxfp4)",
                                shutil.get_terminal_size().columns))
+
+
+def _attention_kinds(m) -> str:
+    """A model's attention layers by kind, for `servesim models`."""
+    if m.index_topk:
+        return f"DSA top-{m.index_topk}"
+    if m.num_sliding_layers:
+        return f"{m.num_full_attention_layers} full, {m.num_sliding_layers} window {m.sliding_window}"
+    if m.num_linear_layers:
+        return f"{m.num_full_attention_layers} full, {m.num_linear_layers} linear"
+    return "full"
 
 
 @app.command()

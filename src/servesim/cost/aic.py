@@ -118,6 +118,9 @@ class AicKernels(Roofline):
         if self.model.is_mla:
             raise ConfigError(f"--cost aic: {self.model.name}'s multi-head latent attention is not mapped to "
                               "AIConfigurator's tables yet; expected --cost roofline")
+        if self.model.num_sliding_layers or self.model.num_linear_layers or self.quantization == "mxfp4":
+            raise ConfigError(f"--cost aic: {self.model.name}'s sliding-window or linear-attention layers and MXFP4 "
+                              "experts are not mapped to AIConfigurator's tables yet; expected --cost roofline")
         common, pdb, ops, handle_cls, self._build_ops_json = _library()
         family = (engine.name if engine is not None else "vllm").split("-")[0]
         self.database = database_for(self.gpu.name, family, backend_version)

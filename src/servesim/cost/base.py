@@ -41,6 +41,17 @@ class StepShape:
         return cls(new, ctx, dec, len(decodes) + len(prefills) if num_sampled is None else num_sampled)
 
 
+@dataclass(frozen=True, slots=True)
+class OpCost:
+    """One line of a breakdown: an operator summed over all layers of the step."""
+
+    name: str  # vLLM module names where they exist: qkv_proj, o_proj, gate_up_proj, down_proj, lm_head
+    seconds: float
+    bound: str  # "compute" | "memory" | "communication" | "overhead"
+    flops: float = 0.0
+    bytes: float = 0.0
+
+
 @runtime_checkable
 class CostModel(Protocol):
     """Gives the duration, in seconds, of a step of the given shape."""

@@ -15,9 +15,11 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from servesim.cost.base import StepShape
+from servesim.cost.attention_kinds import AttentionKinds
+from servesim.cost.base import OpCost, StepShape
 from servesim.cost.comm import A2A_KERNELS, Fabric, allreduce_time  # noqa: F401 (allreduce_time: its old home)
 from servesim.cost.host import EngineProfile
+from servesim.cost.kv_groups import KVGroups, state_block_size
 from servesim.cost.layout import Layout
 from servesim.cost.specs import GpuSpec, ModelSpec, is_finite, is_int, is_real, load_gpu, load_model, show
 from servesim.errors import ConfigError
@@ -36,16 +38,28 @@ NUMPY_STRETCH = 24
 PROBE_COUNT = 1 << 30
 # vLLM's names: `--quantization fp8` (weights and activations of the linear layers in FP8, the LM head kept in
 # 16 bits) and `--kv-cache-dtype` (auto: the model's dtype; fp8 variants: one byte per element).
-QUANTIZATIONS = ("fp8", "modelopt_fp4")
+QUANTIZATIONS = ("fp8", "modelopt_fp4", "mxfp4")
 # NVFP4 (`--quantization modelopt_fp4`, ModelOpt's NVFP4 checkpoints): 4-bit weights with one FP8 scale per 16,
 # 0.5 + 1/16 bytes a weight (the per-tensor FP32 scale aside)
 NVFP4_BYTES = 0.5625
+# A checkpoint's families of linear layers kept in 16 bits (`ModelSpec.unquantized`), as vLLM names their GEMMs
+UNQUANTIZED_GEMMS = {"attention": ("qkv_proj", "o_proj"),
+                     "linear_attention": ("in_proj_qkvz", "in_proj_ba", "out_proj"),
+                     "shared_experts": ("shared_expert.gate_up_proj", "shared_expert.down_proj"),
+                     "dense": ("gate_up_proj", "down_proj")}
+# MXFP4 (`--quantization mxfp4`, the OCP microscaling format of gpt-oss's experts): 4-bit E2M1 weights with one
+# 8-bit E8M0 scale per 32, 0.5 + 1/32 bytes a weight (4.25 bits)
+MXFP4_BYTES = 0.53125
 
 
 def int4_bytes(group_size: int) -> float:
     """Bytes a weight of compressed-tensors' W4A16 checkpoints: 4 bits and a 16-bit scale per group."""
     return 0.5 + 2 / group_size
 KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2")
+# SGLang's --swa-full-tokens-ratio default (`server_args.py`): its sliding-window pool's tokens over the full pool's
+SWA_FULL_TOKENS_RATIO = 0.8
+# SGLang's --mamba-full-memory-ratio default: a linear-attention state pool's memory over the full-attention KV's
+MAMBA_FULL_MEMORY_RATIO = 0.9
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,23 +122,15 @@ class CostParams:
                    gpu.allreduce_protocols(tp))
 
 
-@dataclass(frozen=True, slots=True)
-class OpCost:
-    """One line of a breakdown: an operator summed over all layers of the step."""
-
-    name: str  # vLLM module names where they exist: qkv_proj, o_proj, gate_up_proj, down_proj, lm_head
-    seconds: float
-    bound: str  # "compute" | "memory" | "communication" | "overhead"
-    flops: float = 0.0
-    bytes: float = 0.0
-
-
 def _check_options(m: ModelSpec, g: GpuSpec, tp: object, quantization: str | None, kv_cache_dtype: str,
                    layout: Layout) -> str | None:
     """Refuse what the model, the GPU and the options cannot do together, in one line each; the quantization
     served (the checkpoint's own where --quantization is not given, as vLLM reads it)."""
     if quantization is not None and quantization not in QUANTIZATIONS:
         raise ConfigError(f"--quantization {quantization}: expected one of {', '.join(QUANTIZATIONS)} (or none)")
+    if quantization == "mxfp4" and m.quant_method != "mxfp4":
+        raise ConfigError(f"--quantization mxfp4: {m.name}'s checkpoint is not MXFP4 (its quantization_config has "
+                          "no quant_method mxfp4); expected an MXFP4 checkpoint, e.g. gpt-oss-120b")
     if m.quant_method and quantization not in (None, m.quant_method, "modelopt_fp4"):
         raise ConfigError(f"--quantization {quantization}: {m.name}'s checkpoint is {m.quant_method} (its "
                           "quantization_config), which vLLM serves as it is; drop --quantization")
@@ -144,6 +150,9 @@ def _check_options(m: ModelSpec, g: GpuSpec, tp: object, quantization: str | Non
     if m.num_key_value_heads % tp and tp % m.num_key_value_heads:
         raise ConfigError(f"tp={tp}: num_key_value_heads ({m.num_key_value_heads}) of {m.name} must divide "
                           "or be a multiple of tp")
+    for key in ("linear_num_key_heads", "linear_num_value_heads"):
+        if getattr(m, key) % tp:
+            raise ConfigError(f"tp={tp}: must divide {key} ({getattr(m, key)}) of {m.name}")
     if m.num_moe_layers < m.num_hidden_layers and m.intermediate_size % tp:
         raise ConfigError(f"tp={tp}: must divide intermediate_size ({m.intermediate_size}) of {m.name}")
     if not m.num_local_experts:
@@ -183,7 +192,7 @@ def _layout(tp: int | None, enable_expert_parallel: object, layout: Layout | Non
     return layout
 
 
-class Roofline:
+class Roofline(AttentionKinds):
     """Step cost of `model` on GPUs of type `gpu`: one data-parallel rank of `tp` GPUs (tensor parallel), or the
     `layout` given (`servesim.cost.layout`: data-parallel ranks, the experts' MoE TP and EP, how tokens reach
     them); a step's shape is one rank's.
@@ -204,7 +213,8 @@ class Roofline:
                  "_attn_bytes_q", "_elem_bytes", "_elem_s", "_elem_floor", "_ap", "_ad",
                  "_lm", "_sampler_bytes", "_ar_bytes", "_ar_count", "_ar_link", "_weights", "_act_bytes",
                  "_by_tokens", "_by_sampled", "_decode", "engine", "_car", "_kernels_layer", "_kernels_step", "_host",
-                 "layout", "fabric", "_a2a", "_dispatch_bytes", "_by_a2a")
+                 "layout", "fabric", "_a2a", "_dispatch_bytes", "_by_a2a", "_ce", "_eaq", "_La", "_Ls", "_W",
+                 "_Ll", "_kind_gemms", "_gdn", "state_bytes_per_request", "_index", "_bf16")
 
     def __init__(self, model: str | ModelSpec = "llama-3-8b", gpu: str | GpuSpec = "h100-80gb", tp: int | None = None,
                  params: CostParams | None = None, engine: EngineProfile | None = None,
@@ -258,12 +268,19 @@ class Roofline:
         if quantization == "compressed-tensors":
             self._ew = int4_bytes(m.int4_group_size)
             self._dw = d if m.int4_experts_only else self._ew
+        self._mxfp4(quantization, g, p)
         dkv = 1 if kv_cache_dtype.startswith("fp8") else d
         self._m = 1.0 / (g.memory_bandwidth * p.memory_efficiency)
         self._kl, self._L = p.kernel_latency, L
-        # (name, k, n): a [tokens x k] @ [k x n] GEMM per layer, per GPU.
+        # attention's layers as priced: full (every position before the query) and capped (the last W positions of
+        # a sliding window; DSA's top-k of every layer, W = index_topk); their memory is the model's (`_kv_layers`)
+        self._La, self._Ls, self._W = m.num_full_attention_layers, m.num_sliding_layers, m.sliding_window
+        if m.index_topk:
+            self._La, self._Ls, self._W = 0, L, m.index_topk
+        # (name, k, n): a [tokens x k] @ [k x n] GEMM per layer, per GPU (q_proj with its output gate: 2 x heads)
         mlp = [("gate_up_proj", h, gate_up), ("down_proj", inter, h)]
-        self._gemms = [("qkv_proj", h, (heads + 2 * kv_heads) * hd), ("o_proj", heads * hd, h)]
+        q_heads = heads * (2 if m.attn_output_gate else 1)
+        self._gemms = [("qkv_proj", h, (q_heads + 2 * kv_heads) * hd), ("o_proj", heads * hd, h)]
         # Attention per layer: 4 FLOPs per (query, key) pair per head dim (QK^T and PV); bytes per KV position
         # (K and V of the GPU's KV heads, read) and per new token (Q read, O written, its K and V written). The
         # decode's constants, and the prefill's: (FLOPs per pair, FLOPs per KV position, bytes per KV
@@ -271,26 +288,56 @@ class Roofline:
         self._attn_flops = 4.0 * heads * hd
         self._attn_bytes_kv = 2 * kv_heads * hd * dkv
         self._attn_bytes_q = (2 * heads + 2 * kv_heads) * hd * d
-        self.kv_bytes_per_token = L * 2 * kv_heads * hd * dkv
+        self.kv_bytes_per_token = m.num_full_attention_layers * 2 * kv_heads * hd * dkv  # (full layers only)
         self._attn_prefill = (self._attn_flops, 0.0, self._attn_bytes_kv, self._attn_bytes_q)
         if m.is_mla:
             self._mla(m, heads, d, dkv)
-        attn_w = sum(k * n for _, k, n in self._gemms)
+        self._index = None
+        if m.index_topk:
+            self._indexer(m)
+        # GEMMs a partly quantized checkpoint keeps in 16 bits (`ModelSpec.unquantized`), by vLLM module name
+        self._bf16 = frozenset(name for family in m.unquantized for name in UNQUANTIZED_GEMMS[family]) \
+            if quantization == m.quant_method else frozenset()
+        attn_w = L * sum(k * n * self._wbytes(name) for name, k, n in self._gemms)
+        # (name, k, n, layers): GEMMs of one layer kind only (a hybrid model's attention and linear attention)
+        self._kind_gemms: list[tuple[str, int, int, int]] = []
+        self._Ll, self._gdn, self.state_bytes_per_request = m.num_linear_layers, None, 0
+        if self._Ll:
+            self._gated_deltanet(m, tp, d)
+            attn_w = sum(k * n * count * self._wbytes(name) for name, k, n, count in self._kind_gemms)
         self._moe = self._moe_layers(m, mlp) if m.num_local_experts else None
         if self._moe is None:
             self._gemms += mlp
         self._set_kernels(m, g, p, tp, heads, kv_heads, inter, gate_up, vocab)
-        dense_w, shared_w, experts_w, router_w = h * gate_up + inter * h, 0, 0, 0
+        dense_w = sum(k * n * self._wbytes(name) for name, k, n in mlp)
+        shared_w, experts_w, router_w = 0, 0, 0
         if self._moe is not None:  # (the router stays in 16 bits under FP8, as vLLM builds it)
             moe = self._moe
             experts_w = moe.local_experts * sum(k * n for _, k, n in moe.experts)
-            shared_w, router_w = sum(k * n for _, k, n in moe.shared), h * moe.router_width
+            shared_w, router_w = sum(k * n * self._wbytes(name) for name, k, n in moe.shared), h * moe.router_width
         lm = m.num_moe_layers
-        self._weights = int(self._dw * (L * attn_w + (L - lm) * dense_w + lm * shared_w) + self._ew * lm * experts_w
+        self._weights = int(attn_w + (L - lm) * dense_w + lm * shared_w + self._ew * lm * experts_w
                             + d * (lm * router_w + vocab * h * (1 if m.tie_word_embeddings else 2)))
         act = gate_up + inter if self._moe is None else max(self._moe.act_width, (gate_up + inter) * (lm < L))
         self._act_bytes = d * (2 * h + act)  # live activations per token at the MLP
         self._check_finite()
+
+    def _wbytes(self, name: str) -> float:
+        """Bytes a weight of the GEMM `name` (outside the routed experts): 16 bits where the checkpoint keeps it
+        so, else the linear layers' precision."""
+        return self.model.dtype_bytes if name in self._bf16 else self._dw
+
+    def _mxfp4(self, quantization: str | None, g: GpuSpec, p: CostParams) -> None:
+        """The routed experts' seconds per FLOP (`_ce`) and activation quantization bytes per input element
+        (`_eaq`). MXFP4 (the experts alone, `--quantization mxfp4`): W4A4 at the FP4 peak where the GPU file has
+        one (Blackwell), the activations quantized per 32 in a kernel of their own (read 16 bits, write 4.25);
+        else W4A16 (Hopper: vLLM's Marlin / Triton MXFP4 MoE kernels dequantize the weights into 16-bit GEMMs)."""
+        self._ce, self._eaq = self._cq, self._aq
+        if quantization == "mxfp4":
+            self._dw, self._ew, self._cq, self._aq = self.model.dtype_bytes, MXFP4_BYTES, self._c, 0
+            w4a4 = g.fp4_flops is not None
+            self._ce = 1.0 / (g.fp4_flops * p.compute_efficiency) if w4a4 else self._c
+            self._eaq = self.model.dtype_bytes + MXFP4_BYTES if w4a4 else 0
 
     def _mla(self, m: ModelSpec, heads: int, d: int, dkv: int) -> None:
         """Multi-head latent attention as vLLM 0.33 runs it (`vllm/model_executor/layers/attention/mla_attention.py`,
@@ -309,9 +356,9 @@ class Roofline:
         self._gemms = q + [("kv_b_proj.W_UK", heads * nope, r), ("kv_b_proj.W_UV", heads * r, v),
                            ("o_proj", heads * v, h)]
         self._attn_flops = 2.0 * heads * (2 * r + rope)  # absorbed: QK over r + rope, PV over r
-        self._attn_bytes_kv = (r + rope) * dkv  # one latent per position, read by every head
+        self._attn_bytes_kv = self._latent_bytes(m, dkv)  # one latent per position, read by every head
         self._attn_bytes_q = (heads * (2 * r + rope) + r + rope) * d  # q in, latent out, the token's latent written
-        self.kv_bytes_per_token = m.num_hidden_layers * (r + rope) * dkv
+        self.kv_bytes_per_token = m.num_full_attention_layers * (self._latent_bytes(m, dkv) + m.index_key_bytes)
         # prefill: the decompression GEMM per KV position (rank -> heads x (nope + v)), its K and V written and
         # read, then attention with qk = nope + rope and v head dims
         self._attn_prefill = (2.0 * heads * (qk + v), 2.0 * r * heads * (nope + v),
@@ -375,7 +422,7 @@ class Roofline:
         # Kernels launched per layer (GEMMs, experts, elementwise, all-reduces; attention counted per step) and
         # per step (embedding, final norm, the embedding's all-reduce): what eager mode issues from the host.
         self._kernels_layer = len(self._gemms) + ELEMENTWISE_KERNELS_PER_LAYER + (2 if tp > 1 else 0)
-        self._kernels_layers = L * self._kernels_layer
+        self._kernels_layers = L * self._kernels_layer + sum(count for *_, count in self._kind_gemms)
         if self._moe is not None:  # a MoE layer's router, experts and shared experts (and its two collectives
             moe = self._moe  # over the ranks); the dense layers' MLP
             self._kernels_layers += (moe.num_moe_layers * (1 + len(moe.experts) + len(moe.shared)
@@ -408,7 +455,7 @@ class Roofline:
         FP8 GEMM's activation quantization is fused into the kernel before it). `quantized=False`: the LM head,
         which vLLM's fp8 quantization leaves in 16 bits."""
         flops, nbytes, qbytes = self._gemm_parts(tokens, k, n, weight_copies, quantized, expert)
-        fc, fm = flops * (self._cq if quantized else self._c), nbytes * self._m
+        fc, fm = flops * ((self._ce if expert else self._cq) if quantized else self._c), nbytes * self._m
         if qbytes:  # the activation quantization kernel before it: reads 16 bits, writes 8 or 4.5
             q = qbytes * self._m + self._kl
             return fc + q, fm + q
@@ -427,7 +474,7 @@ class Roofline:
         padded = -(-tokens // GEMM_TILE_TOKENS) * GEMM_TILE_TOKENS
         d = self.model.dtype_bytes
         dw = (self._ew if expert else self._dw) if quantized else d
-        qbytes = tokens * k * self._aq if quantized else 0
+        qbytes = tokens * k * (self._eaq if expert else self._aq) if quantized else 0
         return 2.0 * padded * k * n, dw * weight_copies * k * n + d * tokens * (k + n), qbytes
 
     def _experts_touched(self, tokens: int) -> float:
@@ -466,19 +513,17 @@ class Roofline:
         hm = self._host
         if tokens == 0 and not pad:
             return self.params.step_overhead if hm is None or device_only else hm[0]
-        attn = 0.0
-        if pq:
-            cp, per_q, floor, mem = self._ap
-            fp, fkv, bkv, bq = self._attn_prefill
-            fc = fp * ppairs * cp + fkv * pkv * cp + per_q * pq
-            fm = (bkv * pkv + bq * pq) * mem
-            attn += (fc if fc > fm else fm) + floor
-        if dq:
-            cp, mem, floor = self._ad
-            fc, fm = self._attn_flops * dpairs * cp, (self._attn_bytes_kv * dkv + self._attn_bytes_q * dq) * mem
-            attn += (fc if fc > fm else fm) + floor
         sampled = num_decodes + shape.num_sampled
-        device = self._fixed(tokens if tokens > pad else pad, sampled, pq > 0) + self._L * attn
+        device = self._fixed(tokens if tokens > pad else pad, sampled, pq > 0)
+        if self._La:  # (none in a DSA model: every layer's attention is capped at its top-k)
+            device += self._La * self._attention(pq, pkv, ppairs, dq, dkv, dpairs)
+        if self._index is not None:
+            device += self._L * self._index_time(pq, pkv, ppairs, dq, dkv, dpairs)
+        if self._Ls:
+            device += self._Ls * self._attention(*self._window_sums(num_decodes, decode_context_sum, shape))
+        if self._Ll:
+            rows = sum(shape.is_decode)
+            device += self._Ll * self._linear_time(pq, len(shape.is_decode) - rows, dq, num_decodes + rows)
         if hm is None or device_only:
             return device
         fixed, per_seq, launch, overlap = hm
@@ -490,6 +535,22 @@ class Roofline:
         if overlap:
             return host if host > device else device
         return host + device
+
+    def _attention(self, pq: int, pkv: int, ppairs: int, dq: int, dkv: int, dpairs: int) -> float:
+        """One layer's attention seconds: the prefill rows' (pq queries, pkv positions read, ppairs query-key
+        pairs) and the decode rows' kernels."""
+        attn = 0.0
+        if pq:
+            cp, per_q, floor, mem = self._ap
+            fp, fkv, bkv, bq = self._attn_prefill
+            fc = fp * ppairs * cp + fkv * pkv * cp + per_q * pq
+            fm = (bkv * pkv + bq * pq) * mem
+            attn += (fc if fc > fm else fm) + floor
+        if dq:
+            cp, mem, floor = self._ad
+            fc, fm = self._attn_flops * dpairs * cp, (self._attn_bytes_kv * dkv + self._attn_bytes_q * dq) * mem
+            attn += (fc if fc > fm else fm) + floor
+        return attn
 
     def num_kernels(self, attention_kernels: int, sampled: bool) -> int:
         """Kernels one forward pass launches: per layer its GEMMs, elementwise kernels, all-reduces and one
@@ -523,10 +584,14 @@ class Roofline:
         if t is None:
             kl = self._kl
             layer = 0.0
-            for _, k, n in self._gemms:
-                fc, fm = self._gemm(tokens, k, n)
+            bf16 = self._bf16
+            for name, k, n in self._gemms:
+                fc, fm = self._gemm(tokens, k, n, quantized=name not in bf16)
                 layer += (fc if fc > fm else fm) + kl
             t = self._L * layer + self._elem_s * tokens + self._elem_floor
+            for name, k, n, count in self._kind_gemms:
+                fc, fm = self._gemm(tokens, k, n, quantized=name not in bf16)
+                t += count * ((fc if fc > fm else fm) + kl)
             if self._moe is not None:
                 t += self._moe_time(tokens)
             for _, seconds, count, _ in self._comm_ops(tokens):
@@ -550,9 +615,13 @@ class Roofline:
         consts = self._decode.get(n)
         if consts is None:
             cp, mem, floor = self._ad
-            consts = self._decode[n] = (self._fixed(n, n), self._L, floor, self._attn_flops, cp,
+            consts = self._decode[n] = (self._fixed(n, n), self._La, floor, self._attn_flops, cp,
                                         self._attn_bytes_kv, mem, self._attn_bytes_q * n)
         fixed, L, kl, af, c, bkv, mem, q = consts
+        if self._Ls or self._Ll:  # (sliding-window, linear layers: step by step, `step_time_with_decodes`')
+            empty = StepShape((), (), (), 0)
+            out = [self.step_time_with_decodes(n, context_sum + i * n, empty, device_only=True) for i in range(k)]
+            return out if self.engine is None else [self.engine.wall(d, *self._decode_host(n)) for d in out]
         e = self.engine
         if k >= NUMPY_STRETCH:  # the same operations, in the same order, on arrays (IEEE: the same floats)
             kv = np.arange(context_sum + n, context_sum + n + n * k, n, dtype=np.float64)[:k]
@@ -591,9 +660,9 @@ class Roofline:
         lm, ld = moe.num_moe_layers, moe.num_dense_layers
         touched, routed = self._experts_touched(tokens), math.ceil(tokens * moe.rows_per_token)
         gemms = [("router", (tokens, h, moe.router_width, 1.0, False), lm)]
-        gemms += [(name, (tokens, k, n, 1.0, True), lm) for name, k, n in moe.shared]
+        gemms += [(name, (tokens, k, n, 1.0, name not in self._bf16), lm) for name, k, n in moe.shared]
         gemms += [(f"experts.{name}", (routed, k, n, touched, True, True), lm) for name, k, n in moe.experts]
-        gemms += [(name, (tokens, k, n, 1.0, True), ld) for name, k, n in moe.dense]
+        gemms += [(name, (tokens, k, n, 1.0, name not in self._bf16), ld) for name, k, n in moe.dense]
         return [(name, *self._gemm(*args), count, *(self._gemm_work(*args) if work else ()))
                 for name, args, count in gemms]
 
@@ -663,29 +732,20 @@ class Roofline:
 
         if tokens:
             for name, k, n in self._gemms:
-                add(name, *self._gemm(tokens, k, n), L, *self._gemm_work(tokens, k, n))
+                q = name not in self._bf16
+                add(name, *self._gemm(tokens, k, n, quantized=q), L, *self._gemm_work(tokens, k, n, quantized=q))
+            for name, k, n, count in self._kind_gemms:
+                q = name not in self._bf16
+                add(name, *self._gemm(tokens, k, n, quantized=q), count, *self._gemm_work(tokens, k, n, quantized=q))
             if self._moe is not None:
                 for name, fc, fm, count, flops, nbytes in self._moe_ops(tokens, work=True):
                     if count:
                         add(name, fc, fm, count, flops, nbytes)
-            for label, want in (("attention (prefill)", False), ("attention (decode)", True)):
-                rows = [(q, cx) for q, cx, dec in zip(shape.num_new_tokens, shape.num_context_tokens,
-                                                      shape.is_decode) if dec == want]
-                if rows:
-                    fp, fkv, bkv, bq = ((self._attn_flops, 0.0, self._attn_bytes_kv, self._attn_bytes_q) if want
-                                        else self._attn_prefill)
-                    flops = (fp * sum(q * cx + q * (q + 1) // 2 for q, cx in rows)
-                             + fkv * sum(cx + q for q, cx in rows))
-                    nbytes = sum(bkv * (cx + q) + bq * q for q, cx in rows)
-                    if want:
-                        cp, mem, floor = self._ad
-                        fc = flops * cp
-                    else:
-                        cp, per_q, floor, mem = self._ap
-                        fc = flops * cp + per_q * sum(q for q, _ in rows)
-                    fm = nbytes * mem
-                    out.append(OpCost(label, L * (max(fc, fm) + floor), "compute" if fc > fm else "memory",
-                                      L * flops, L * nbytes))
+            out += self._attention_ops(shape)
+            if self._index is not None:
+                out += self._index_ops(shape)
+            if self._Ll:
+                out += self._linear_ops(shape)
             nbytes = self._elem_bytes * tokens
             out.append(OpCost("norms, rotary, activation", self._elem_s * tokens + self._elem_floor, "memory",
                               0.0, nbytes))
@@ -719,20 +779,62 @@ class Roofline:
         """vLLM's profiling forward pass at the full token budget: live MLP activations, plus float32 logits."""
         return max_num_batched_tokens * self._act_bytes + max_num_seqs * self.model.vocab_size * 4
 
+    @property
+    def kv_groups(self) -> KVGroups:
+        """vLLM's KV cache groups of this model's attention layers (`servesim.cost.kv_groups`)."""
+        m = self.model
+        return KVGroups.of(m.num_full_attention_layers, m.num_sliding_layers or m.num_linear_layers)
+
+    def kv_blocks_per_request(self, block_size: int) -> int:
+        """Blocks of `block_size` tokens a request holds whatever its length, in vLLM's hybrid KV cache manager: a
+        sliding-window model's window, a linear-attention model's state (0 for a model with neither)."""
+        if self.model.num_sliding_layers:
+            return self.kv_groups.per_request(self.model.sliding_window, block_size)
+        return self.kv_groups.state_per_request() if self._Ll else 0
+
+    def kv_block_size(self, block_size: int) -> int:
+        """The block size vLLM runs at: the one given, or, for a linear-attention model, at least a layer's state
+        over a layer's KV bytes a token (`servesim.cost.kv_groups.state_block_size`)."""
+        if not self._Ll:
+            return block_size
+        return state_block_size(block_size, self.state_bytes_per_request // self._Ll,
+                                self.kv_bytes_per_token // self.model.num_full_attention_layers)
+
     def max_total_num_tokens(self, mem_fraction_static: float) -> int:
         """KV tokens per GPU as SGLang sizes its token pool (`ModelRunner.profile_max_num_token`): the memory left
         after the weights, less the (1 - mem_fraction_static) share SGLang keeps back for activations and CUDA
-        graphs, over the KV bytes of a token: (GPU memory x mem_fraction_static - weights) / KV bytes per token."""
+        graphs, over the KV bytes of a token: (GPU memory x mem_fraction_static - weights) / KV bytes per token.
+        A sliding-window model's pool is the full-attention layers' (`set_num_token_hybrid`): the tokens every
+        layer could hold, times the layers, over full layers + swa_full_tokens_ratio x sliding layers (its SWA pool
+        holds that ratio of the full pool's tokens, and frees those out of the window)."""
         if not 0 < mem_fraction_static <= 1:
             raise ConfigError(f"sglang.mem_fraction_static must be in (0, 1], got {mem_fraction_static}")
         free = self.gpu.memory_bytes * mem_fraction_static - self._weights
-        tokens = int(free // self.kv_bytes_per_token)
+        if self._Ll:  # the linear-attention state's slots first (`state_slots`), the full layers' tokens after
+            free -= self.state_slots(mem_fraction_static) * self.state_bytes_per_request
+        full, sliding = self.model.num_full_attention_layers, self.model.num_sliding_layers
+        if sliding:
+            layer = self.kv_bytes_per_token // full
+            every = int(free // (layer * self._L))
+            tokens = int(every * self._L / (SWA_FULL_TOKENS_RATIO * sliding + full))
+        else:
+            tokens = int(free // self.kv_bytes_per_token)
         if tokens < 2:
             raise ConfigError(
                 f"{self.model.name} does not fit on {self.gpu.name} at tp={self.tp}: weights "
                 f"{self._weights / 2**30:.1f} GiB per GPU, {self.gpu.memory_bytes * mem_fraction_static / 2**30:.1f}"
                 " GiB static; raise tp or sglang.mem_fraction_static")
         return tokens
+
+    def state_slots(self, mem_fraction_static: float) -> int:
+        """A linear-attention model's state slots as SGLang sizes them (`_handle_max_mamba_cache`, no speculative
+        decoding): mamba_full_memory_ratio / (1 + mamba_full_memory_ratio) of the memory left after the weights,
+        over one request's state (every linear layer's); 0 for a model without linear layers."""
+        if not self._Ll:
+            return 0
+        free = self.gpu.memory_bytes * mem_fraction_static - self._weights
+        budget = free * MAMBA_FULL_MEMORY_RATIO / (1 + MAMBA_FULL_MEMORY_RATIO)
+        return max(0, int(budget // self.state_bytes_per_request))
 
     def num_gpu_blocks(self, block_size: int, gpu_memory_utilization: float = 0.9,
                        max_num_batched_tokens: int = 2048, max_num_seqs: int = 256) -> int:
@@ -742,7 +844,14 @@ class Roofline:
             raise ConfigError("block_size must be > 0 and gpu_memory_utilization in (0, 1]")
         free = (self.gpu.memory_bytes * gpu_memory_utilization - self._weights
                 - self.activation_peak_bytes(max_num_batched_tokens, max_num_seqs))
-        blocks = int(free // (block_size * self.kv_bytes_per_token))
+        if self.model.num_sliding_layers or self._Ll:  # vLLM's hybrid KV cache manager: a pool for every kind
+            if block_size < self.kv_block_size(block_size):
+                raise ConfigError(f"block_size {block_size}: below the {self.kv_block_size(block_size)} tokens vLLM "
+                                  f"sets for {self.model.name}'s linear-attention state; give it or more")
+            blocks = self.kv_groups.pool_blocks(free, block_size,
+                                                self.kv_bytes_per_token // self.model.num_full_attention_layers)
+        else:
+            blocks = int(free // (block_size * self.kv_bytes_per_token))
         if blocks < 2:
             raise ConfigError(
                 f"{self.model.name} does not fit on {self.gpu.name} at tp={self.tp}: weights "

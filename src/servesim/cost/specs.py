@@ -6,6 +6,7 @@ Also the readers every input file outside trace loading shares: a bad file is re
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import math
 import numbers
@@ -320,6 +321,31 @@ class ModelSpec:
     qk_nope_head_dim: int = 0
     qk_rope_head_dim: int = 0
     v_head_dim: int = 0
+    # sliding-window attention (`layer_types`' "sliding_attention", gpt-oss's and Gemma's): the layers that attend
+    # to the last `sliding_window` positions only (the query's own included), and hold no KV before them
+    sliding_window: int = 0
+    num_sliding_layers: int = 0
+    # Gated DeltaNet linear attention (`layer_types`' "linear_attention", Qwen3-Next's and Qwen3.5's names): its
+    # layers, heads and head dims, the causal conv's kernel, and the recurrent state's dtype (`mamba_ssm_dtype`);
+    # a layer holds a conv state and a recurrent state per request, whatever its length
+    num_linear_layers: int = 0
+    linear_num_key_heads: int = 0
+    linear_num_value_heads: int = 0
+    linear_key_head_dim: int = 0
+    linear_value_head_dim: int = 0
+    linear_conv_kernel_dim: int = 0
+    mamba_ssm_dtype: str = "float32"
+    # full attention's output gate (Qwen3-Next, Qwen3.5: q_proj also projects a gate per head, `attn_output_gate`)
+    attn_output_gate: bool = False
+    # DeepSeek sparse attention (DSA: DeepSeek-V3.2's and GLM-5's names; 0: none): each query attends to the
+    # `index_topk` cached tokens a lightning indexer of `index_n_heads` heads of `index_head_dim` picks, scoring
+    # every cached token against its own small key (one `index_head_dim` key a token a layer)
+    index_topk: int = 0
+    index_n_heads: int = 0
+    index_head_dim: int = 0
+    # families of linear layers a quantized checkpoint keeps in 16 bits (`UNQUANTIZED_FAMILIES`; ModelOpt's NVFP4
+    # checkpoints' `ignore`: nvidia/Qwen3.5-397B-A17B-NVFP4 keeps attention, linear attention, shared experts)
+    unquantized: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         """The rules `from_config` applies with the file's line numbers, for a spec built in Python."""
@@ -349,8 +375,8 @@ class ModelSpec:
                       "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
             if not is_int(getattr(self, field)) or getattr(self, field) < 0:
                 bad(field, getattr(self, field), "an integer >= 0")
-        if self.quant_method not in ("", "fp8", "compressed-tensors"):
-            bad("quant_method", self.quant_method, "'' (the model's dtype), fp8 or compressed-tensors")
+        if self.quant_method not in QUANT_METHODS:
+            bad("quant_method", self.quant_method, "'' (the model's dtype), fp8, compressed-tensors or mxfp4")
         if (self.quant_method == "compressed-tensors") != (is_int(self.int4_group_size) and self.int4_group_size > 0):
             bad("int4_group_size", self.int4_group_size, "a group size > 0 exactly for compressed-tensors")
         wbs = self.weight_block_size
@@ -359,6 +385,33 @@ class ModelSpec:
             bad("weight_block_size", wbs, "None or two positive integers")
         if self.kv_lora_rank and not (self.qk_nope_head_dim and self.qk_rope_head_dim and self.v_head_dim):
             bad("qk_nope_head_dim", self.qk_nope_head_dim, "MLA's head dims (qk_nope, qk_rope, v) all > 0")
+        for field in ("sliding_window", "num_sliding_layers"):
+            if not is_int(getattr(self, field)) or getattr(self, field) < 0:
+                bad(field, getattr(self, field), "an integer >= 0")
+        if bool(self.sliding_window) != bool(self.num_sliding_layers) or \
+                self.num_sliding_layers >= self.num_hidden_layers:
+            bad("num_sliding_layers", self.num_sliding_layers, "sliding layers (fewer than num_hidden_layers) exactly "
+                "when sliding_window > 0")
+        for field in LINEAR_FIELDS:
+            if not is_int(getattr(self, field)) or getattr(self, field) < 0:
+                bad(field, getattr(self, field), "an integer >= 0")
+        if self.num_linear_layers and not all(getattr(self, f) for f in LINEAR_FIELDS):
+            bad("linear_num_key_heads", self.linear_num_key_heads, "Gated DeltaNet's heads, head dims and conv kernel "
+                "all > 0 with linear-attention layers")
+        if self.num_linear_layers + self.num_sliding_layers >= self.num_hidden_layers:
+            bad("num_linear_layers", self.num_linear_layers, "fewer linear and sliding layers than num_hidden_layers "
+                "(at least one full-attention layer)")
+        for field in ("index_topk", "index_n_heads", "index_head_dim"):
+            if not is_int(getattr(self, field)) or getattr(self, field) < 0:
+                bad(field, getattr(self, field), "an integer >= 0")
+        if self.index_topk and not (self.is_mla and self.index_n_heads and self.index_head_dim):
+            bad("index_topk", self.index_topk, "0, or DSA's index_n_heads and index_head_dim > 0 on an MLA model")
+        if self.mamba_ssm_dtype not in STATE_DTYPE_BYTES:
+            bad("mamba_ssm_dtype", self.mamba_ssm_dtype, f"one of {', '.join(STATE_DTYPE_BYTES)}")
+        if not isinstance(self.unquantized, tuple) or not set(self.unquantized) <= set(UNQUANTIZED_FAMILIES):
+            bad("unquantized", self.unquantized, f"a tuple of {', '.join(UNQUANTIZED_FAMILIES)}")
+        if self.quant_method == "mxfp4" and not self.num_local_experts:
+            bad("quant_method", self.quant_method, "mxfp4 for a MoE model's experts (a model with experts)")
         if self.num_local_experts and self.num_dense_layers >= self.num_hidden_layers:
             bad("num_dense_layers", self.num_dense_layers, f"fewer than num_hidden_layers ({self.num_hidden_layers})")
 
@@ -386,19 +439,68 @@ class ModelSpec:
         rope)); kv_b_proj (kv_lora_rank x heads x (nope + v)); o_proj (heads x v x hidden)."""
         h, heads = self.hidden_size, self.num_attention_heads
         if not self.is_mla:
-            return h * (heads + 2 * self.num_key_value_heads) * self.head_dim + heads * self.head_dim * h
+            q = heads * (2 if self.attn_output_gate else 1)
+            return h * (q + 2 * self.num_key_value_heads) * self.head_dim + heads * self.head_dim * h
         r, ql, qk = self.kv_lora_rank, self.q_lora_rank, self.qk_nope_head_dim + self.qk_rope_head_dim
         q = h * ql + ql * heads * qk if ql else h * heads * qk
         return (q + h * (r + self.qk_rope_head_dim) + r * heads * (self.qk_nope_head_dim + self.v_head_dim)
-                + heads * self.v_head_dim * h)
+                + heads * self.v_head_dim * h + self.indexer_parameters)
+
+    @property
+    def indexer_parameters(self) -> int:
+        """DSA's lightning indexer a layer: wq_b (q_lora_rank -> heads x head dim), wk (hidden -> head dim),
+        weights_proj (hidden -> a weight a head)."""
+        if not self.index_topk:
+            return 0
+        n, dh, h = self.index_n_heads, self.index_head_dim, self.hidden_size
+        return (self.q_lora_rank or h) * n * dh + h * dh + h * n
+
+    @property
+    def num_full_attention_layers(self) -> int:
+        """Layers that attend to every position before the query (and cache every token)."""
+        return self.num_hidden_layers - self.num_sliding_layers - self.num_linear_layers
+
+    @property
+    def linear_conv_dim(self) -> int:
+        """Gated DeltaNet's causal conv channels: q, k and v (`conv_dim` = 2 x key dim + value dim)."""
+        return (2 * self.linear_num_key_heads * self.linear_key_head_dim
+                + self.linear_num_value_heads * self.linear_value_head_dim)
+
+    def linear_state_bytes(self, tp: int = 1) -> int:
+        """One Gated DeltaNet layer's state per request on each of `tp` GPUs (heads split by TP): the conv state,
+        conv_dim x (kernel - 1) in the model's dtype, and the recurrent state, a key x value matrix per value head
+        in `mamba_ssm_dtype`."""
+        conv = self.linear_conv_dim // tp * (self.linear_conv_kernel_dim - 1) * self.dtype_bytes
+        ssm = (self.linear_num_value_heads // tp * self.linear_key_head_dim * self.linear_value_head_dim
+               * STATE_DTYPE_BYTES[self.mamba_ssm_dtype])
+        return conv + ssm
+
+    @property
+    def kv_bytes_per_token_layer(self) -> int:
+        """KV cache bytes a token takes in one attention layer, in the model's dtype: K and V of every KV head, or
+        MLA's one latent (kv_lora_rank + qk_rope_head_dim)."""
+        per_layer = self.kv_lora_rank + self.qk_rope_head_dim if self.is_mla else \
+            2 * self.num_key_value_heads * self.head_dim
+        return per_layer * self.dtype_bytes + self.index_key_bytes
+
+    @property
+    def index_key_bytes(self) -> int:
+        """DSA's indexer key a token a layer, as vLLM and SGLang cache it: FP8, with a 4-byte scale per 128."""
+        return self.index_head_dim + self.index_head_dim // 128 * 4 if self.index_topk else 0
 
     @property
     def kv_bytes_per_token(self) -> int:
-        """KV cache bytes a token takes over all layers on one GPU, in the model's dtype: K and V of every KV
-        head, or MLA's one latent (kv_lora_rank + qk_rope_head_dim)."""
-        per_layer = self.kv_lora_rank + self.qk_rope_head_dim if self.is_mla else \
-            2 * self.num_key_value_heads * self.head_dim
-        return self.num_hidden_layers * per_layer * self.dtype_bytes
+        """KV cache bytes each token of a request adds, over the full-attention layers (a sliding-window layer holds
+        at most its window's, whatever the request's length)."""
+        return self.num_full_attention_layers * self.kv_bytes_per_token_layer
+
+    @property
+    def linear_attention_parameters(self) -> int:
+        """One Gated DeltaNet layer's projections: in_proj_qkvz (hidden -> q, k, v and the output gate z),
+        in_proj_ba (hidden -> a decay and a beta per value head), out_proj (value dim -> hidden); the conv and
+        per-head scalars left out, as norms are."""
+        h, vd = self.hidden_size, self.linear_num_value_heads * self.linear_value_head_dim
+        return h * (self.linear_conv_dim + vd) + h * 2 * self.linear_num_value_heads + vd * h
 
     @property
     def num_moe_layers(self) -> int:
@@ -415,7 +517,8 @@ class ModelSpec:
                + h * self.num_local_experts  # the router
                + self.mlp_matrices * h * self.shared_expert_intermediate_size)
         embed = self.vocab_size * h * (1 if self.tie_word_embeddings else 2)
-        return L * attn + (L - lm) * dense + lm * moe + embed
+        linear = self.num_linear_layers
+        return (L - linear) * attn + linear * self.linear_attention_parameters + (L - lm) * dense + lm * moe + embed
 
     @property
     def num_active_parameters(self) -> int:
@@ -434,7 +537,9 @@ class ModelSpec:
         if isinstance(config.get("text_config"), dict) and "hidden_size" not in config:
             # a multimodal model's language model (transformers' `get_text_config`: Kimi-K2.5, Llama 4, Qwen-VL);
             # its vision tower's weights are not counted
-            config = {"quantization_config": config.get("quantization_config"), **config["text_config"]}
+            # (the composite config's tie_word_embeddings where the text config has none: Qwen3.5's)
+            config = {"quantization_config": config.get("quantization_config"),
+                      "tie_word_embeddings": config.get("tie_word_embeddings"), **config["text_config"]}
             doc = InputDoc(source, text, prefix=("text_config",))
 
         def key_of(*keys: str) -> str | None:
@@ -473,6 +578,7 @@ class ModelSpec:
         vocab = integer("vocab_size")
         mpe = integer("max_position_embeddings", default=0, maximum=None) or None
         _refuse_unmodelled(doc, config)
+        window = _sliding_layers(doc, config, integer, layers) | _linear_layers(doc, config, integer, layers)
         # routed experts under Mixtral's and MiniMax's name, Qwen-MoE's, DeepSeek's
         experts_key = key_of("num_local_experts", "num_experts", "n_routed_experts") or "num_local_experts"
         experts = integer(experts_key, minimum=0, default=0)
@@ -491,6 +597,11 @@ class ModelSpec:
             mla = {"kv_lora_rank": integer("kv_lora_rank"),
                    "q_lora_rank": integer("q_lora_rank", minimum=0, default=0),
                    **{k: integer(k) for k in ("qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")}}
+            if key_of("index_topk") is not None:  # DeepSeek sparse attention's indexer (DeepSeek-V3.2, GLM-5)
+                mla |= {k: integer(k) for k in ("index_topk", "index_n_heads", "index_head_dim")}
+        elif key_of("index_topk") is not None:
+            doc.fail(("index_topk",), "DeepSeek sparse attention without MLA: expected kv_lora_rank and the MLA "
+                     "head dims beside it")
         model_type = config.get("model_type") or ""
         if not isinstance(model_type, str):
             doc.fail_type(("model_type",), model_type, "a string")
@@ -510,7 +621,7 @@ class ModelSpec:
                 max_position_embeddings=mpe, torch_dtype=dtype, num_local_experts=experts,
                 num_experts_per_tok=per_tok, gated_mlp=model_type not in NON_GATED_MODEL_TYPES,
                 tie_word_embeddings=tied, moe_intermediate_size=moe_inter, shared_expert_intermediate_size=shared,
-                num_dense_layers=dense_layers, **mla, **quant,
+                num_dense_layers=dense_layers, **mla, **quant, **window,
             )
         except ConfigError as exc:
             raise ConfigError(f"{source}: {exc}") from None
@@ -519,12 +630,16 @@ class ModelSpec:
 # Keys of architectures whose attention servesim does not model yet: a config that sets one is refused, naming
 # it, rather than read as the plain attention it is not.
 UNMODELLED_KEYS = {
-    "index_topk": "DeepSeek sparse attention (DSA)",
-    "linear_num_key_heads": "linear attention (Gated DeltaNet: Qwen3-Next, Qwen3.5)",
     "attention_chunk_size": "chunked local attention (Llama 4)",
     "interleave_moe_layer_step": "interleaved MoE layers (Llama 4)",
 }
-ATTENTION_LAYER_TYPES = ("full_attention",)
+ATTENTION_LAYER_TYPES = ("full_attention", "sliding_attention", "linear_attention")
+LINEAR_FIELDS = ("num_linear_layers", "linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
+                 "linear_value_head_dim", "linear_conv_kernel_dim")
+# the recurrent state's dtypes (`mamba_ssm_dtype`), bytes an element
+STATE_DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+QUANT_METHODS = ("", "fp8", "compressed-tensors", "mxfp4", "modelopt_fp4")
+UNQUANTIZED_FAMILIES = ("attention", "linear_attention", "shared_experts", "dense")
 
 
 def _refuse_unmodelled(doc: InputDoc, config: dict) -> None:
@@ -541,6 +656,51 @@ def _refuse_unmodelled(doc: InputDoc, config: dict) -> None:
                      f"{', '.join(ATTENTION_LAYER_TYPES)}")
 
 
+def _sliding_layers(doc: InputDoc, config: dict, integer, layers: int) -> dict:
+    """`layer_types`' sliding-window layers (transformers' GptOssConfig, Gemma's) and their `sliding_window`;
+    a config without layer_types has none (Mistral-7B's `sliding_window` alone, as vLLM reads it for its
+    layers, is left out here: servesim reads it as full attention)."""
+    kinds = config.get("layer_types")
+    if kinds is None:
+        return {}
+    if len(kinds) != layers:
+        doc.fail_type(("layer_types",), kinds, f"one kind per layer (num_hidden_layers {layers})")
+    sliding = kinds.count("sliding_attention")
+    if not sliding:
+        return {}
+    if sliding == layers:
+        doc.fail(("layer_types",), "every layer sliding_attention: expected at least one full_attention layer "
+                 "(vLLM's hybrid KV cache manager needs one)")
+    return {"sliding_window": integer("sliding_window"), "num_sliding_layers": sliding}
+
+
+def _linear_layers(doc: InputDoc, config: dict, integer, layers: int) -> dict:
+    """Gated DeltaNet layers (Qwen3-Next's and Qwen3.5's configs): `layer_types`' linear_attention, or, without
+    layer_types, every layer but each `full_attention_interval`-th (transformers' Qwen3NextConfig default); their
+    `linear_*` shapes and `mamba_ssm_dtype` (absent: the model's dtype), and full attention's `attn_output_gate`
+    (absent: true where there are linear layers, as Qwen3-Next's attention always gates)."""
+    kinds = config.get("layer_types")
+    if kinds is not None:
+        linear = kinds.count("linear_attention")
+    elif config.get("linear_num_key_heads") is not None:
+        interval = integer("full_attention_interval", maximum=layers)
+        linear = layers - layers // interval
+    else:
+        return {}
+    if not linear:
+        return {}
+    if linear == layers:
+        doc.fail(("layer_types",), "every layer linear_attention: expected at least one full_attention layer")
+    out = {k: integer(k) for k in LINEAR_FIELDS[1:]}
+    dtype = config.get("mamba_ssm_dtype") or config.get("torch_dtype") or config.get("dtype") or "bfloat16"
+    if dtype not in STATE_DTYPE_BYTES:
+        doc.fail_type(("mamba_ssm_dtype",), dtype, f"one of {', '.join(STATE_DTYPE_BYTES)}")
+    gate = config.get("attn_output_gate", True)
+    if not isinstance(gate, bool):
+        doc.fail_type(("attn_output_gate",), gate, "true or false")
+    return out | {"num_linear_layers": linear, "mamba_ssm_dtype": dtype, "attn_output_gate": gate}
+
+
 def _quantization_config(doc: InputDoc, config: dict) -> dict:
     """The checkpoint's `quantization_config`, as vLLM reads it: quant_method fp8 (`Fp8Config.from_config`:
     weight_block_size [n, k] for block-wise scales, absent for per-tensor) or compressed-tensors (`_int4_config`).
@@ -552,14 +712,64 @@ def _quantization_config(doc: InputDoc, config: dict) -> dict:
         doc.fail_type(("quantization_config",), q, "an object")
     if q.get("quant_method") == "compressed-tensors":
         return _int4_config(doc, q)
+    if q.get("quant_method") == "mxfp4":
+        return _mxfp4_config(doc, q)
+    if q.get("quant_method") == "modelopt":
+        return _modelopt_config(doc, q, config)
     if q.get("quant_method") != "fp8":
         doc.fail(("quantization_config", "quant_method"), f"{show(q.get('quant_method'))} checkpoints are not "
-                 "modelled yet; expected fp8 or compressed-tensors")
+                 "modelled yet; expected fp8, compressed-tensors, mxfp4 or modelopt (NVFP4)")
     block = q.get("weight_block_size")
     if block is not None and not (isinstance(block, list) and len(block) == 2 and all(is_int(b) and b > 0
                                                                                      for b in block)):
         doc.fail_type(("quantization_config", "weight_block_size"), block, "two positive integers")
     return {"quant_method": "fp8", "weight_block_size": tuple(block) if block else None}
+
+
+# The modules an MXFP4 checkpoint leaves in 16 bits, as gpt-oss's `modules_to_not_convert` names them: attention,
+# the router, the embedding and the LM head (the experts alone are MXFP4)
+MXFP4_UNCONVERTED = ("model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head")
+
+
+def _mxfp4_config(doc: InputDoc, q: dict) -> dict:
+    """MXFP4 (OCP microscaling: 4-bit E2M1 weights, one E8M0 scale per 32), as vLLM's `Mxfp4Config` serves it:
+    the MoE experts only, every other module in 16 bits (the checkpoint's `modules_to_not_convert`, which must
+    keep attention, the router, the embedding and the LM head out)."""
+    kept = q.get("modules_to_not_convert") or []
+    if not isinstance(kept, list) or not set(MXFP4_UNCONVERTED) <= set(kept):
+        doc.fail(("quantization_config", "modules_to_not_convert"), f"expected at least {', '.join(MXFP4_UNCONVERTED)}"
+                 " (MXFP4 experts, everything else in 16 bits: the one MXFP4 scheme modelled)")
+    return {"quant_method": "mxfp4"}
+
+
+def _modelopt_config(doc: InputDoc, q: dict, config: dict) -> dict:
+    """ModelOpt's NVFP4 checkpoints (`quant_method` modelopt, `quant_algo` NVFP4; vLLM's `--quantization
+    modelopt_fp4`): 4-bit weights and activations with an FP8 scale per 16; its `ignore` globs (fnmatch, as
+    ModelOpt writes them) tried on a module of each family at the first layer of its kind keep that family in 16
+    bits. The routed experts must be 4-bit (the one split modelled beside every linear layer)."""
+    if q.get("quant_algo") != "NVFP4":
+        doc.fail(("quantization_config", "quant_algo"), f"{show(q.get('quant_algo'))}: only NVFP4 is modelled yet")
+    ignore = q.get("ignore") or []
+    if not isinstance(ignore, list) or not all(isinstance(p, str) for p in ignore):
+        doc.fail_type(("quantization_config", "ignore"), ignore, "a list of module name patterns")
+    kinds = config.get("layer_types") or []
+    first = {kind: kinds.index(kind) if kind in kinds else 0 for kind in ("full_attention", "linear_attention")}
+    dense = int(config.get("first_k_dense_replace") or 0)
+    moe = dense if dense else 0
+    modules = {"attention": f"layers.{first['full_attention']}.self_attn.q_proj",
+               "linear_attention": f"layers.{first['linear_attention']}.linear_attn.in_proj_qkvz",
+               "shared_experts": f"layers.{moe}.mlp.shared_expert.gate_proj",
+               "dense": "layers.0.mlp.gate_proj", "experts": f"layers.{moe}.mlp.experts.0.gate_proj"}
+
+    def kept(module: str) -> bool:
+        return any(fnmatch.fnmatchcase(f"{prefix}{module}", p) for p in ignore
+                   for prefix in ("model.", "model.language_model."))
+
+    if kept(modules["experts"]):
+        doc.fail(("quantization_config", "ignore"), "routed experts kept in 16 bits: only NVFP4 experts are "
+                 "modelled")
+    return {"quant_method": "modelopt_fp4",
+            "unquantized": tuple(f for f in UNQUANTIZED_FAMILIES if kept(modules[f]))}
 
 
 # A module of each family, named as vLLM's DeepSeek-style models name them, to try a checkpoint's `ignore` on

@@ -183,9 +183,13 @@ def _verifying_context(shape: StepShape) -> int:
 
 def draft_model_spec(target: ModelSpec, method: str) -> ModelSpec:
     """The one-layer head of an EAGLE, EAGLE-3 or MTP drafter for `target` (see the module's docstring)."""
+    # (one full-attention layer: a hybrid target's sliding-window and linear layers are not the head's)
+    hybrid = dict(sliding_window=0, num_sliding_layers=0, num_linear_layers=0)
     if method == "mtp":
-        return replace(target, name=f"{target.name} (MTP module)", num_hidden_layers=1, num_dense_layers=0)
+        return replace(target, name=f"{target.name} (MTP module)", num_hidden_layers=1, num_dense_layers=0,
+                       **hybrid)
     head = replace(target, name=f"{target.name} ({method} head)", num_hidden_layers=1, num_local_experts=0,
+                   index_topk=0, index_n_heads=0, index_head_dim=0, **hybrid,
                    num_experts_per_tok=0, moe_intermediate_size=0, shared_expert_intermediate_size=0,
                    num_dense_layers=0, kv_lora_rank=0, q_lora_rank=0, qk_nope_head_dim=0, qk_rope_head_dim=0,
                    v_head_dim=0, quant_method="", weight_block_size=None, int4_group_size=0,

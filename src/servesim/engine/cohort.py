@@ -34,11 +34,13 @@ from servesim.engine.token_runs import LiveSteps
 class DecodeCohort:
     """The first `n` requests of the running list, each decoding one token per step since `decoding_since`."""
 
-    __slots__ = ("block_size", "grows", "n", "base", "phase", "heap", "step_seconds", "by_phase", "paused",
-                 "pause_clocks", "pauses_upto", "folded", "live")
+    __slots__ = ("block_size", "per_request", "grows", "n", "base", "phase", "heap", "step_seconds", "by_phase",
+                 "paused", "pause_clocks", "pauses_upto", "folded", "live")
 
-    def __init__(self, block_size: int, live: LiveSteps, grows: bool = True, track: bool = False) -> None:
+    def __init__(self, block_size: int, live: LiveSteps, grows: bool = True, track: bool = False,
+                 per_request: int = 0) -> None:
         self.block_size = block_size
+        self.per_request = per_request  # blocks each member holds whatever its length (`servesim.engine.kv`)
         self.grows = grows  # members allocate KV as they grow (False: the policy reserved each one's lifetime)
         self.n = 0
         self.base = 0  # sum of (num_computed_tokens - decoding_since) over members: contexts at step S sum to
@@ -71,7 +73,7 @@ class DecodeCohort:
     def can_join(self, s: RequestState) -> bool:
         """A running request whose next step is a one-token decode, holding exactly the blocks of its tokens."""
         return (s.sampled_since_admission and s.num_tokens_needed == 1
-                and (not self.grows or s.num_blocks == -(-s.num_computed_tokens // self.block_size)))
+                and (not self.grows or s.num_blocks == -(-s.num_computed_tokens // self.block_size) + self.per_request))
 
     def join(self, s: RequestState, step: int) -> None:
         """`s` decodes from `step` on; its fields stay as they are until it leaves."""
@@ -105,7 +107,7 @@ class DecodeCohort:
                 first = since + (self.pauses_upto[i - 1] if i else self.folded)
             s.sampled(first, d, self.live)
             if self.grows:
-                s.num_blocks = -(-s.num_computed_tokens // self.block_size)
+                s.num_blocks = -(-s.num_computed_tokens // self.block_size) + self.per_request
         s.decoding_since = -1
 
     def _fold(self) -> None:

@@ -98,9 +98,10 @@ class FastPath:
                  "released")
 
     def __init__(self, cost: CostModel, block_size: int, grows: bool, priority: bool,
-                 decodes_first: bool, live: LiveSteps, prefix_kv: KVCache | None = None) -> None:
+                 decodes_first: bool, live: LiveSteps, prefix_kv: KVCache | None = None, per_request: int = 0) -> None:
         self.prefix_kv = prefix_kv  # prefix caching: the cohort's blocks are particular blocks of its pool
-        self.cohort = DecodeCohort(block_size, live, grows=grows, track=prefix_kv is not None)
+        self.cohort = DecodeCohort(block_size, live, grows=grows, track=prefix_kv is not None,
+                                   per_request=per_request)
         # the cost model prices n decodes from their context sum (else each step gets the members' contexts)
         self.aggregate = hasattr(cost, "step_time_with_decodes") and hasattr(cost, "decode_stretch")
         self.priority = priority  # a priority victim could be a member: schedule() must then see everyone

@@ -3,7 +3,9 @@
 `KVCache` is the interface every engine's memory model keeps (the static and continuous policies and vLLM's
 schedulers use it as it is; vLLM's prefix cache and SGLang's token pool extend it in their packages). A request
 holds ceil(tokens in cache / block_size) blocks. One block of `num_gpu_blocks` is a null block (vLLM's), so the
-usable pool is `num_gpu_blocks - 1`. `num_gpu_blocks=None` means an unlimited pool. Also here: a request's block
+usable pool is `num_gpu_blocks - 1`. `num_gpu_blocks=None` means an unlimited pool. A hybrid model's request also
+holds `per_request` blocks whatever its length, from its first allocation to its release: vLLM's hybrid KV cache
+manager's sliding-window groups, at most their window each (`servesim.cost.kv_groups`). Also here: a request's block
 identities at a block size (`split_hash_ids`), which the workloads and the routers read as well.
 """
 
@@ -19,11 +21,13 @@ def blocks_for(num_tokens: int, block_size: int) -> int:
 
 
 class KVCache:
-    __slots__ = ("block_size", "usable_blocks", "free_blocks", "host_blocks", "host_free")
+    __slots__ = ("block_size", "usable_blocks", "free_blocks", "host_blocks", "host_free", "per_request")
     remembers_order = False  # True: the order requests free their blocks in decides what is evicted later
 
-    def __init__(self, block_size: int, num_gpu_blocks: int | None, num_cpu_blocks: int | None = None) -> None:
+    def __init__(self, block_size: int, num_gpu_blocks: int | None, num_cpu_blocks: int | None = None,
+                 per_request: int = 0) -> None:
         self.block_size = block_size
+        self.per_request = per_request
         self.usable_blocks = None if num_gpu_blocks is None else num_gpu_blocks - 1
         self.free_blocks = self.usable_blocks  # None = unlimited
         self.host_blocks = num_cpu_blocks  # host pool for swapping, None = unlimited
@@ -35,7 +39,11 @@ class KVCache:
 
     def blocks_needed(self, state: RequestState, num_tokens_after: int) -> int:
         """New blocks `state` needs so that its cache can hold `num_tokens_after` tokens."""
-        return max(0, blocks_for(num_tokens_after, self.block_size) - state.num_blocks)
+        return max(0, self.blocks(num_tokens_after) - state.num_blocks)
+
+    def blocks(self, num_tokens: int) -> int:
+        """Blocks a request holding `num_tokens` tokens holds."""
+        return blocks_for(num_tokens, self.block_size) + self.per_request
 
     def can_fit(self, num_blocks: int, reserve: int = 0) -> bool:
         return self.free_blocks is None or num_blocks + reserve <= self.free_blocks
@@ -43,7 +51,7 @@ class KVCache:
     def allocate(self, state: RequestState, num_tokens_after: int, lookahead: int = 0) -> bool:
         """Grow `state`'s allocation to hold `num_tokens_after` tokens and `lookahead` slots past them (a drafter's,
         vLLM's num_lookahead_tokens); False (and no change) if it does not fit."""
-        need = -(-(num_tokens_after + lookahead) // self.block_size) - state.num_blocks  # (blocks_needed: hot path)
+        need = -(-(num_tokens_after + lookahead) // self.block_size) + self.per_request - state.num_blocks  # (hot)
         if need <= 0:
             return True
         if self.free_blocks is not None:

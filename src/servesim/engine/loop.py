@@ -134,7 +134,7 @@ class Engine:
             self.kv.live = self.live
         self.fast = (FastPath(cost, self.kv.block_size, not self.sched.reserves_lifetime_kv,
                               cfg.policy == "priority" or self.sched.cohort_whole, self.sched.decodes_ahead,
-                              self.live, self.kv if prefix else None)
+                              self.live, self.kv if prefix else None, self.kv.per_request)
                      if fast and self.sched.stretches else StepByStep())
         # requests longer than max_model_len fail at once, as vLLM rejects them (they never reach the queue), or,
         # sent without max_tokens, run with their output cut at max_model_len

@@ -78,14 +78,15 @@ def _check_fits(cfg: EngineConfig, requests: Sequence[Request]) -> None:
     """Every request allowed (not longer than max_model_len) fits in the whole KV pool."""
     longest = max((r.prompt_len + r.output_len for r in requests), default=1)
     allowed = min(longest, cfg.max_model_len)
-    if cfg.usable_blocks is None or blocks_for(allowed - 1, cfg.block_size) <= cfg.usable_blocks:
+    extra = cfg.kv_blocks_per_request  # (a hybrid model's sliding-window blocks: `servesim.engine.kv`)
+    if cfg.usable_blocks is None or blocks_for(allowed - 1, cfg.block_size) + extra <= cfg.usable_blocks:
         return  # the longest request allowed fits in the pool, so every one does
     for r in requests:
         r = fit_to_max_model_len(r, cfg.max_model_len)
         if r is None:
             continue  # fails on arrival
         # the last output token is never fed back, so the cache holds at most prompt + output - 1 tokens
-        need = blocks_for(r.prompt_len + r.output_len - 1, cfg.block_size)
+        need = blocks_for(r.prompt_len + r.output_len - 1, cfg.block_size) + extra
         if need > cfg.usable_blocks:
             raise ConfigError(
                 f"request {r.request_id} needs {need} KV blocks of {cfg.block_size} tokens but the whole pool "

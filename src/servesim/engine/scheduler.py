@@ -67,7 +67,8 @@ class Scheduler:
     def __init__(self, config: EngineConfig, explain: bool = True) -> None:
         self.config = config
         self.explain = explain  # build the per-request reasons (skipped for summary-only runs)
-        self.kv = KVCache(config.block_size, config.num_gpu_blocks, config.num_cpu_blocks)
+        self.kv = KVCache(config.block_size, config.num_gpu_blocks, config.num_cpu_blocks,
+                          config.kv_blocks_per_request)
         self.waiting = make_queue(config.policy)
         self.running: list[RequestState] = []
         self.swapped: deque[RequestState] = deque()
@@ -165,7 +166,7 @@ class Scheduler:
         """Blocks a queued request must find free to be admitted: for its whole current length with vLLM's
         `scheduler_reserve_full_isl` (the default), else for the chunk it is about to get."""
         tokens = s.num_tokens if self.config.scheduler_reserve_full_isl else num_new_tokens
-        return blocks_for(tokens, self.config.block_size)
+        return blocks_for(tokens, self.config.block_size) + self.config.kv_blocks_per_request
 
     def watermark_blocks(self) -> int:
         cfg = self.config

@@ -54,6 +54,9 @@ class EngineConfig:
     swap_space: float = 4.0
     num_cpu_blocks: int | None = None  # the host pool in blocks; None = from swap_space
     kv_bytes_per_token: int = 131072  # 2 x 32 layers x 8 kv heads x 128 head_dim x 2 bytes (Llama-3-8B)
+    # blocks a running request holds whatever its length: a hybrid model's sliding-window groups under vLLM's
+    # hybrid KV cache manager (from a roofline cost, `servesim.cost.kv_groups`); 0 for a model without them
+    kv_blocks_per_request: int = 0
     pcie_bandwidth: float = 32e9  # bytes/s, host <-> GPU for swapping (PCIe 4.0 x16)
     gpu_memory_utilization: float = 0.9  # share of GPU memory vLLM may use, when KV is derived from a cost model
     # vLLM v1's default: on. It acts on requests that carry `hash_ids` with a bounded KV pool (they run step by

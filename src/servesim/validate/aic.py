@@ -13,15 +13,15 @@ benchmark/bench_run.sh.j2`: `aiperf profile --concurrency C --num-requests 20C -
 rounds, every user starting together (`servesim.clients.aiperf`). Either way the engine's defaults for the
 GPU; NVFP4 (`--quantization modelopt_fp4`) where its GEMMs and experts are; FP8 weights where the row's GEMMs
 are FP8; the checkpoint's own quantization where it has one (block-wise FP8: MiniMax-M2.5, DeepSeek-V3/R1,
-Qwen3-235B-A22B-FP8; 4-bit experts: Kimi-K2.5; their quantization_config, which the engines read whatever
-the row's label says); the row's parallel layout under its engine's flags (`_layout_reason`: vLLM's
---data-parallel-size from attention_dp_size, or from a MoE that spans more GPUs than tp_size, and
---enable-expert-parallel; SGLang's --ep-size beside a MoE TP, --enable-dp-attention --dp-size), its
+Qwen3-235B-A22B-FP8; 4-bit experts: Kimi-K2.5; MXFP4 experts: gpt-oss-120b; their quantization_config, which
+the engines read whatever the row's label says); the row's parallel layout under its engine's flags
+(`_layout_reason`: vLLM's --data-parallel-size from attention_dp_size, or from a MoE that spans more GPUs than
+tp_size, and --enable-expert-parallel; SGLang's --ep-size beside a MoE TP, --enable-dp-attention --dp-size), its
 `batch_size` per attention-DP rank as AIConfigurator reads it (`global_bs = bs x attention_dp_size`). A TensorRT-LLM
 row runs under `--policy trtllm` as AIConfigurator's generator launches an agg worker (`TRTLLM_LAUNCH`), its
 layout TP with whole experts where `moe_ep_size` = `tp_size`. A row servesim cannot express yet is out of
 reach, with the reason (a model or GPU it does not know, disaggregated serving, pipeline parallelism, TensorRT-LLM's
-attention DP, MXFP4).
+attention DP).
 """
 
 from __future__ import annotations
@@ -38,7 +38,16 @@ MODELS = {"meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b", "nvidia/Llama-3.1-
           "deepseek-ai/DeepSeek-V3": "deepseek-v3", "deepseek-ai/DeepSeek-R1": "deepseek-r1",
           # NVIDIA's NVFP4 checkpoints: the base model's shapes (DeepSeek-V3.1's config has DeepSeek-V3's)
           "nvidia/DeepSeek-R1-NVFP4": "deepseek-r1", "nvidia/DeepSeek-V3.1-NVFP4": "deepseek-v3",
-          "nvidia/Qwen3-32B-NVFP4": "qwen3-32b", "moonshotai/Kimi-K2.5": "kimi-k2.5"}
+          "nvidia/Qwen3-32B-NVFP4": "qwen3-32b", "moonshotai/Kimi-K2.5": "kimi-k2.5",
+          "openai/gpt-oss-120b": "gpt-oss-120b", "Qwen/Qwen3.5-397B-A17B": "qwen3.5-397b-a17b",
+          # (its rows are FP8 GEMMs beside block-FP8 experts: zai-org's block-wise FP8 checkpoint)
+          "zhipuai/GLM-5": "glm-5-fp8"}
+# NVIDIA's NVFP4 checkpoints that keep some linear layers in 16 bits, as the built-in that reads their
+# quantization_config (nvidia/Qwen3.5-397B-A17B-NVFP4: attention, linear attention and the shared experts), or
+# None where servesim has no config of it (nvidia/GLM-5-NVFP4 keeps attention and the DSA indexer in 16 bits in its
+# hf_quant_config.json, which its config.json does not carry): --quantization modelopt_fp4 on the base model would
+# quantize every linear layer
+NVFP4_CHECKPOINTS = {"qwen3.5-397b-a17b": "qwen3.5-397b-a17b-nvfp4", "glm-5-fp8": None}
 GPUS = {"h100_sxm": "h100-80gb", "h200_sxm": "h200", "b200_sxm": "b200", "b300_sxm": "b300", "gb200": "gb200",
         "gb300": "gb300"}
 ENGINES = ("vllm", "sglang", "trtllm")
@@ -125,14 +134,18 @@ def read_silicon(path: Path | None = None, start: str = "staggered", client: str
 
 
 def quantization_fields(row: dict, model: str) -> dict:
-    """The row's weights and KV cache as servesim's `quantization` and `kv_cache_dtype`."""
+    """The row's weights and KV cache as servesim's `quantization` and `kv_cache_dtype` (and `model`: NVIDIA's
+    NVFP4 checkpoint of it, where servesim has its own config)."""
     out = {}
-    if row["gemm_quant_mode"] == "nvfp4":  # an NVFP4 checkpoint of the model (NVIDIA's ModelOpt ones)
+    if _mxfp4_checkpoint(model):  # (gpt-oss's MXFP4 experts, whatever the row's label says)
+        out["quantization"] = "mxfp4"
+    elif row["gemm_quant_mode"] == "nvfp4":  # an NVFP4 checkpoint of the model (NVIDIA's ModelOpt ones)
         out["quantization"] = "modelopt_fp4"
-        if row["backend"] == "trtllm":  # the generator's kv_cache_config.dtype: the nvfp4 profile's fp8
-            out["kv_cache_dtype"] = "fp8"
+        out["model"] = NVFP4_CHECKPOINTS.get(model) or model
     elif row["gemm_quant_mode"] == "fp8" or _block_checkpoint(model):
         out["quantization"] = "fp8"  # (a block-wise FP8 checkpoint is served as one: its own config)
+    if row["backend"] == "trtllm" and row["gemm_quant_mode"] == "nvfp4":  # the generator's kv_cache_config.dtype:
+        out["kv_cache_dtype"] = "fp8"  # the nvfp4 profile's fp8
     if row["precision"] == "fp8":  # AIConfigurator's fp8 precision profile: FP8 GEMMs and an FP8 KV cache
         out["kv_cache_dtype"] = "fp8"
     return out
@@ -157,9 +170,13 @@ def _out_of_reach(row: dict) -> str | None:
     if _set(row["pp_size"]):
         return f"pp_size {row['pp_size']} is not modelled yet"
     why = _layout_reason(row)
-    if why:
+    if why or _mxfp4_checkpoint(MODELS[row["model_path"]]):
         return why
     gemm, moe = row["gemm_quant_mode"], row["moe_quant_mode"]
+    model = MODELS[row["model_path"]]
+    if "nvfp4" in (gemm, moe) and model in NVFP4_CHECKPOINTS and NVFP4_CHECKPOINTS[model] is None:
+        return f"nvfp4 rows of {row['model_path']}: NVIDIA's checkpoint keeps attention in 16 bits, and servesim " \
+               "has no config of it"
     if "nvfp4" in (gemm, moe) and (gemm != "nvfp4" or moe not in (None, "", "nvfp4")):
         return f"{gemm} GEMMs beside {moe} experts are not modelled yet"
     for name in ("gemm_quant_mode", "moe_quant_mode"):
@@ -235,6 +252,13 @@ def _block_checkpoint(model: str) -> bool:
     """Whether a built-in model's checkpoint is block-wise FP8 (its quantization_config), as vLLM and SGLang
     then serve it whatever the row's label."""
     return load_model(model).weight_block_size is not None
+
+
+def _mxfp4_checkpoint(model: str) -> bool:
+    """Whether a built-in model's checkpoint is MXFP4 (gpt-oss's quantization_config), which vLLM, SGLang and
+    TensorRT-LLM serve as it is: the silicon file labels gpt-oss's rows nvfp4 (or fp8), its own precision
+    profiles' names, not the checkpoint's."""
+    return load_model(model).quant_method == "mxfp4"
 
 
 def _set(value: str | None) -> bool:

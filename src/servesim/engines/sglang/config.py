@@ -14,6 +14,8 @@ from servesim.engines.sglang import speculative
 from servesim.engines.sglang.server_args import SGLangConfig, default_mem_fraction_static
 from servesim.errors import ConfigError
 
+MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO = 3  # SGLang's state slots a running request counts for (radix cache on)
+
 
 def resolve(config: EngineConfig, scheduler: type[Scheduler], requests: Sequence[Request],
             cost: object) -> EngineConfig:
@@ -120,7 +122,23 @@ def with_token_pool(sg: SGLangConfig, cost: object) -> SGLangConfig:
     mfs = sg.mem_fraction_static
     if mfs is None:
         mfs = default_mem_fraction_static(sg, cost.gpu.memory_bytes, cost.tp)
-    return replace(sg, mem_fraction_static=mfs, max_total_num_tokens=derive(mfs))
+    return _state_cap(replace(sg, mem_fraction_static=mfs, max_total_num_tokens=derive(mfs)), cost)
+
+
+def _state_cap(sg: SGLangConfig, cost: object) -> SGLangConfig:
+    """A linear-attention model's running requests, capped as SGLang caps them (`_resolve_max_num_reqs`): its state
+    slots (`Roofline.state_slots`) over MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO, 3 with the radix cache (its
+    tree keeps states of cached prefixes too), 1 without."""
+    slots = getattr(cost, "state_slots", None)
+    slots = slots(sg.mem_fraction_static) if callable(slots) else 0
+    if not slots and getattr(cost, "state_bytes_per_request", 0):
+        raise ConfigError(f"{cost.model.name}: no memory left for one request's linear-attention state on "
+                          f"{cost.gpu.name} at tp={cost.tp}; raise tp or sglang.mem_fraction_static")
+    if not slots:
+        return sg
+    cap = slots // (1 if sg.disable_radix_cache else MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO)
+    wanted = sg.max_running_requests or speculative.DEFAULT_MAX_RUNNING_REQUESTS
+    return replace(sg, max_running_requests=min(wanted, cap))
 
 
 def from_vllm_sizes(cfg, sg: SGLangConfig | None = None) -> tuple[object, list[str]]:

@@ -91,7 +91,8 @@ class GuaranteedNoEvictScheduler:
             if is_generation(s):
                 cap.fitting.append(s)
                 if available is not None:
-                    available -= get_remaining_blocks_to_completion(s, tc.tokens_per_block, sched.max_seq_len)
+                    available -= get_remaining_blocks_to_completion(s, tc.tokens_per_block, sched.max_seq_len,
+                                                                    kv.per_request)
             else:
                 pending.append(s)
         if self.static_batch and cap.fitting:
@@ -105,7 +106,7 @@ class GuaranteedNoEvictScheduler:
                 if explain:
                     cap.skip_for_reuse(s, other)
                 continue
-            need = get_remaining_blocks_to_completion(s, tc.tokens_per_block, sched.max_seq_len)
+            need = get_remaining_blocks_to_completion(s, tc.tokens_per_block, sched.max_seq_len, kv.per_request)
             if available is not None and need > available:
                 if explain:
                     self._note_blocked(cap, pending[i:], need, available)
@@ -153,7 +154,7 @@ class MaxUtilizationScheduler:
                     cap.skip_for_reuse(s, other)
                 i += 1
                 continue
-            need = get_needed_blocks_one_step(s, tc.tokens_per_block)
+            need = get_needed_blocks_one_step(s, tc.tokens_per_block, kv.per_request)
             if free is None or scheduled + need <= free:
                 scheduled += need
                 cap.fitting.append(s)

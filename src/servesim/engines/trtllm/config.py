@@ -50,7 +50,10 @@ def resolve(config: EngineConfig, scheduler: type[Scheduler], requests: Sequence
     if not trt.enable_chunked_prefill:
         _check_contexts_fit(trt, requests, max_seq_len)
     kv_bytes = getattr(cost, "kv_bytes_per_token", None)
-    return replace(config, trtllm=trt, max_num_batched_tokens=trt.max_num_tokens, max_num_seqs=trt.max_batch_size,
+    per_request = getattr(cost, "kv_blocks_per_request", None)  # (a sliding-window model's window blocks)
+    window = per_request(trt.tokens_per_block) if callable(per_request) else 0
+    return replace(config, trtllm=trt, kv_blocks_per_request=window, max_num_batched_tokens=trt.max_num_tokens,
+                   max_num_seqs=trt.max_batch_size,
                    max_model_len=max_seq_len, block_size=trt.tokens_per_block,
                    num_gpu_blocks=None if blocks is None else blocks + 1,  # (servesim's pool counts a null block)
                    enable_chunked_prefill=trt.enable_chunked_prefill, enable_prefix_caching=trt.enable_block_reuse,

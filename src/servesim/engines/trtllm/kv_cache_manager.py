@@ -1,6 +1,8 @@
 """TensorRT-LLM's paged KV cache as its schedulers count it (pinned: TensorRT-LLM 1.2,
-`cpp/tensorrt_llm/batch_manager/kvCacheManager.cpp`, `scheduledBlocksManager.cpp`; beam width 1, one attention
-window, no sink tokens).
+`cpp/tensorrt_llm/batch_manager/kvCacheManager.cpp`, `scheduledBlocksManager.cpp`; beam width 1, no sink
+tokens). A sliding-window model's request also holds its window's blocks in those layers from its first context
+chunk on, whatever its length (`per_request`, `servesim.engine.kv`; servesim's reading of TensorRT-LLM's
+variable-window pools, which it sizes apart per window: not modelled).
 
 Blocks of `tokens_per_block` tokens. A request's whole context gets its blocks when its first context chunk is
 scheduled (`addSequence`); each generation step adds one token, and a block when it starts one (`addToken`).
@@ -25,19 +27,20 @@ def lifetime_tokens(s: RequestState, max_seq_len: int) -> int:
     return r.prompt_len + r.output_len if r.sends_max_tokens else max_seq_len
 
 
-def get_remaining_blocks_to_completion(s: RequestState, tokens_per_block: int, max_seq_len: int) -> int:
+def get_remaining_blocks_to_completion(s: RequestState, tokens_per_block: int, max_seq_len: int,
+                                       per_request: int = 0) -> int:
     """KVCacheManager::getRemainingBlocksToCompletion: the blocks of its whole lifetime, ceil((prompt +
     max_new_tokens) / tokens_per_block), less those it holds (beam width 1: both of the source's branches come
     to this)."""
-    return blocks_for(lifetime_tokens(s, max_seq_len), tokens_per_block) - s.num_blocks
+    return blocks_for(lifetime_tokens(s, max_seq_len), tokens_per_block) + per_request - s.num_blocks
 
 
-def get_needed_blocks_one_step(s: RequestState, tokens_per_block: int) -> int:
+def get_needed_blocks_one_step(s: RequestState, tokens_per_block: int, per_request: int = 0) -> int:
     """KVCacheManager::getNeededBlocksOneStep: a first context chunk needs every block of its context (the prompt,
     with a paused request's outputs); a generation step needs one block when its token starts a block; a later
     context chunk needs none (its blocks came with the first)."""
     if s.status is RequestStatus.WAITING:  # context, first chunk
-        return blocks_for(s.num_tokens, tokens_per_block)
+        return blocks_for(s.num_tokens, tokens_per_block) + per_request
     if s.sampled_since_admission:  # generation in progress: the KV holds num_computed_tokens
         n = s.num_computed_tokens
         return blocks_for(n + 1, tokens_per_block) - blocks_for(n, tokens_per_block)
@@ -52,14 +55,17 @@ class ReuseKV(PrefixCachingKV):
 
     def allocate(self, state: RequestState, num_tokens_after: int, lookahead: int = 0,
                  num_tokens: int | None = None) -> bool:
-        need = blocks_for(num_tokens_after, self.block_size) - state.num_blocks
+        need = blocks_for(num_tokens_after, self.block_size) + self.per_request - state.num_blocks
         if need <= 0:
             return True
         if need > self.free_blocks:
             return False
         if state.block_ids is None:
             state.block_ids = []
-        state.block_ids += self.pool.allocate(need)
+        ids = self.pool.allocate(need)
+        if self.per_request and state.index not in self.window:
+            self.window[state.index], ids = ids[:self.per_request], ids[self.per_request:]
+        state.block_ids += ids
         state.num_blocks += need
         self.free_blocks = self.pool.num_free
         return True

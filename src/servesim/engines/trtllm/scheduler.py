@@ -49,7 +49,7 @@ class TrtllmScheduler(Scheduler):
         self.trt = trt = config.trtllm or TrtllmConfig()
         self.capacity_scheduler = CAPACITY_SCHEDULERS[trt.capacity_scheduler_policy]()
         self.max_seq_len = config.max_model_len
-        self.kv = KVCache(trt.tokens_per_block, config.num_gpu_blocks)
+        self.kv = KVCache(trt.tokens_per_block, config.num_gpu_blocks, None, config.kv_blocks_per_request)
         self.active: list[RequestState] = []  # the executor's active requests, in arrival order
         self.waiting = RequestQueue(self.active)  # arrived and holding no KV: queued, or active but not started
         # the overlap scheduler (`_executor_loop_overlap`): the step in flight's outputs, processed after the next
@@ -57,7 +57,8 @@ class TrtllmScheduler(Scheduler):
         self.previous_batch = None if trt.disable_overlap_scheduler else PreviousBatch()
 
     def use_prefix_cache(self) -> None:
-        self.kv = ReuseKV(self.config.block_size, self.config.num_gpu_blocks, track_evictions=self.explain)
+        self.kv = ReuseKV(self.config.block_size, self.config.num_gpu_blocks, track_evictions=self.explain,
+                          per_request=self.config.kv_blocks_per_request)
         self.prefix = True
 
     def has_work(self) -> bool:

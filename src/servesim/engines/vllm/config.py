@@ -32,9 +32,15 @@ def resolve(config: EngineConfig, scheduler: type[Scheduler], requests: Sequence
         if cfg.num_gpu_blocks is not None:
             raise ConfigError("give one of num_gpu_blocks and gpu_memory_utilization: the pool's size, or the share "
                               "of GPU memory it comes from")
+    size = getattr(cost, "kv_block_size", None)
+    if callable(size) and size(cfg.block_size) != cfg.block_size:  # (a linear-attention model's state page)
+        cfg = replace(cfg, block_size=size(cfg.block_size))
     if cfg.num_gpu_blocks is None and callable(derive):
         cfg = replace(cfg, num_gpu_blocks=derive(cfg.block_size, cfg.gpu_memory_utilization,
                                                  cfg.max_num_batched_tokens, cfg.max_num_seqs))
+    per_request = getattr(cost, "kv_blocks_per_request", None)
+    if callable(per_request) and not cfg.kv_blocks_per_request:  # (a hybrid model's sliding-window blocks)
+        cfg = replace(cfg, kv_blocks_per_request=per_request(cfg.block_size))
     if cfg.speculative_config is not None:
         _check_speculation(cfg, requests)
     if cfg.watermark and cfg.num_gpu_blocks is None:

@@ -18,11 +18,15 @@ class PrefixCachingKV(KVCache):
 
     remembers_order = True  # the free queue's order is the eviction order
 
-    __slots__ = ("pool", "query_tokens", "hit_tokens", "lost_tokens", "lost_admissions", "async_step", "live")
+    __slots__ = ("pool", "query_tokens", "hit_tokens", "lost_tokens", "lost_admissions", "async_step", "live",
+                 "window")
 
     def __init__(self, block_size: int, num_gpu_blocks: int, track_evictions: bool = False,
-                 async_scheduling: bool = False) -> None:
-        super().__init__(block_size, num_gpu_blocks, None)
+                 async_scheduling: bool = False, per_request: int = 0) -> None:
+        super().__init__(block_size, num_gpu_blocks, None, per_request)
+        # a hybrid model's blocks of its sliding-window groups, per request index: held apart from `block_ids`
+        # (the full-attention blocks, the ones hashed and hit), and never cached
+        self.window: dict[int, list[int]] = {}
         self.pool = BlockPool(self.usable_blocks, track_evictions)
         self.query_tokens = self.hit_tokens = 0  # vLLM's prefix-cache counters: tokens looked up, tokens hit
         # with track_evictions: tokens (and admissions) that would have hit had their blocks not been evicted
@@ -87,13 +91,16 @@ class PrefixCachingKV(KVCache):
                  num_tokens: int | None = None) -> bool:
         """`num_tokens`: the request's known tokens as the scheduler sees them (async speculative decoding: without
         the last step's, still in flight); only their full blocks are cached."""
-        need = -(-(num_tokens_after + lookahead) // self.block_size) - state.num_blocks
+        need = -(-(num_tokens_after + lookahead) // self.block_size) + self.per_request - state.num_blocks
         if need > 0:
             if need > self.free_blocks:
                 return False
             if state.block_ids is None:
                 state.block_ids = []
-            state.block_ids += self.pool.allocate(need)
+            ids = self.pool.allocate(need)
+            if self.per_request and state.index not in self.window:
+                self.window[state.index], ids = ids[:self.per_request], ids[self.per_request:]
+            state.block_ids += ids
             state.num_blocks += need
             self.free_blocks = self.pool.num_free
         # the full blocks this step computes become hittable now (P5), of its known tokens only (not drafts that
@@ -128,10 +135,16 @@ class PrefixCachingKV(KVCache):
         n = state.num_blocks
         if state.block_ids:
             self.pool.free(state.block_ids)
+        if state.index in self.window:
+            self.pool.free(self.window.pop(state.index))
         state.block_ids = state.block_hashes = None  # (made again if it is readmitted)
         state.num_blocks = state.num_hashed_blocks = 0
         self.free_blocks = self.pool.num_free
         return n
+
+    def window_ids(self, state: RequestState) -> list[int]:
+        """The blocks `state` holds in the sliding-window groups (none for a model without them)."""
+        return self.window.get(state.index, [])
 
     @property
     def cached_free_blocks(self) -> int:

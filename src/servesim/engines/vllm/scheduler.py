@@ -8,7 +8,6 @@ decodes. Rules as observed in vLLM 0.33.0; see docs/vllm-fidelity.md and ../shar
 
 from __future__ import annotations
 
-from servesim.engine.kv import blocks_for
 from servesim.engine.queue import priority_key
 from servesim.engine.records import Reason
 from servesim.engine.request import RequestState, RequestStatus
@@ -51,7 +50,8 @@ class VLLMScheduler(Scheduler):
             raise ConfigError("prefix caching with preemption_mode swap is not modelled (vLLM v1 has no swap): "
                               "set enable_prefix_caching=false or preemption_mode=recompute")
         self.kv = PrefixCachingKV(self.config.block_size, self.config.num_gpu_blocks, track_evictions=self.explain,
-                                  async_scheduling=self.config.async_scheduling)
+                                  async_scheduling=self.config.async_scheduling,
+                                  per_request=self.config.kv_blocks_per_request)
         self.prefix = True
 
     def finish(self, s: RequestState) -> None:
@@ -66,7 +66,7 @@ class VLLMScheduler(Scheduler):
         if not self.prefix:
             return held
         # cached blocks can be shared: count each once, and the pool's holds must agree
-        ids = [b for s in states for b in (s.block_ids or ())]
+        ids = [b for s in states for b in (s.block_ids or ())] + [b for s in states for b in self.kv.window_ids(s)]
         assert len(ids) == held, "block lists and block counts disagree"
         pool = self.kv.pool
         assert all(pool.ref_cnt[b] == ids.count(b) for b in set(ids)), "ref counts off"
@@ -256,7 +256,8 @@ class VLLMScheduler(Scheduler):
             return Reason.KV_BLOCKS, f"needs {need} blocks, {self.kv.free_blocks} free", False
         if self.spec is not None:  # the allocation itself: the chunk and its lookahead slots (S3)
             computed = req.num_computed_tokens + len(hits) * cfg.block_size
-            need = self.spec.blocks_for_slots(computed, min(n, budget), cfg.block_size) + self.watermark_blocks()
+            need = (self.spec.blocks_for_slots(computed, min(n, budget), cfg.block_size) + self.watermark_blocks()
+                    + cfg.kv_blocks_per_request)
             if hits:
                 need += self.kv.num_evictable(hits) - len(hits)
             if not self.kv.can_fit(need):
@@ -272,7 +273,7 @@ class VLLMScheduler(Scheduler):
             if len(self.running) >= self.config.max_num_active_reqs or n <= 0:
                 self.note_rest(self.swapped, Reason.MAX_NUM_SEQS if n > 0 else Reason.TOKEN_BUDGET)
                 break
-            need = blocks_for(req.num_computed_tokens + n, self.config.block_size) + self.watermark_blocks()
+            need = self.kv.blocks(req.num_computed_tokens + n) + self.watermark_blocks()
             if not self.kv.can_fit(need):
                 self.note_rest(self.swapped, Reason.KV_BLOCKS, f"needs {need} blocks, {self.kv.free_blocks} free")
                 break
