@@ -31,7 +31,7 @@ ROWS = [
     ",,,,,,1,1,4,1,1,4,1,1,1,1,1,8,1,8,200,5",
     "sgl_c8_x,silicon_concurrency=8,sglang,0.5.8,deepseek-ai/DeepSeek-V3,gb200,fp4,disagg,1024,1024,nvfp4,nvfp4,"
     ",,,,,,1,1,4,1,1,4,1,8,1,4,1,1,4,1,200,5",
-    "oss_c8_x,silicon_concurrency=8,trtllm,1.2.0,openai/gpt-oss-120b,gb200,fp4,disagg,1024,1024,nvfp4,nvfp4,"
+    "glm_c8_x,silicon_concurrency=8,trtllm,1.2.0,zhipuai/GLM-4.6,gb200,fp4,disagg,1024,1024,nvfp4,nvfp4,"
     ",,,,,,1,1,1,1,1,1,1,8,1,1,1,1,1,1,200,5",
 ]
 
@@ -54,12 +54,13 @@ def test_a_disagg_row_is_its_p_d_deployment(silicon):
             trt["kv_cache_dtype"]) == (64, 64, 256, "modelopt_fp4", "fp8")
     # the generator's workers (benchmark/trtllm.rule): prefill max_batch_size 1, max_num_tokens 1024 + 1500 = 2524
     # rounded up to the 32-token block, 2528, overlap scheduler off; decode max_batch_size = max_num_tokens = 32,
-    # overlap on; whole experts over each worker's 4 GPUs (moe_ep_size = tp_size)
+    # overlap on; whole experts over each worker's 4 GPUs (TensorRT-LLM's moe_expert_parallel_size = tp_size)
     launch = {"enable_chunked_prefill": False, "free_gpu_memory_fraction": 0.80, "enable_block_reuse": False,
               "tokens_per_block": 32}
-    assert trt["prefill"] == {"workers": 1, "tp": 4, "gpus": 4, "enable_expert_parallel": True, "trtllm": launch | {
+    ep = {"moe_tensor_parallel_size": 1, "moe_expert_parallel_size": 4}
+    assert trt["prefill"] == {"workers": 1, "tp": 4, "gpus": 4, **ep, "trtllm": launch | {
         "max_batch_size": 1, "max_num_tokens": 2528, "disable_overlap_scheduler": True}}
-    assert trt["decode"] == {"workers": 2, "tp": 4, "gpus": 4, "enable_expert_parallel": True, "trtllm": launch | {
+    assert trt["decode"] == {"workers": 2, "tp": 4, "gpus": 4, **ep, "trtllm": launch | {
         "max_batch_size": 32, "max_num_tokens": 32, "disable_overlap_scheduler": False}}
     # 3 workers x 4 GPUs = 12 inside the rack's 72-GPU NVLink domain: each of the prefill worker's 4 GPUs sends
     # at NVLink's one-way 900 GB/s x 0.55 (gb200.toml): 4 x 495 GB/s; the domain's 30 us
@@ -88,10 +89,11 @@ def test_a_disagg_row_out_of_reach_is_named(silicon):
     assert [why for _, why in out] == [
         "noworkers_c5_x: prefill_batch_size is empty: the P/D deployment's workers are unknown (AIConfigurator's "
         "estimate needs it too)",
-        "trtdp_c4_x: prefill: attention_dp_size 4 under TensorRT-LLM is not modelled yet",
+        "trtdp_c4_x: prefill: 4 data-parallel ranks in a worker (attention_dp_size 4) are not modelled in a P/D pool "
+        "yet",
         "sgldp_c8_x: decode: 8 data-parallel ranks in a worker (attention_dp_size 8) are not modelled in a P/D pool "
         "yet",
-        "oss_c8_x: model openai/gpt-oss-120b is not a servesim model yet"]
+        "glm_c8_x: model zhipuai/GLM-4.6 is not a servesim model yet"]
     points, out = read_silicon(silicon, client="aiperf")
     assert not points and out[0][1] == "trt_c64_x: a P/D deployment under AIPerf's paced sends is not modelled yet"
     assert read_silicon(silicon, mode="agg") == ([], [])
