@@ -119,18 +119,9 @@ def predict(p: Point) -> dict[str, float]:
         from servesim.measured.replay import replay
 
         return replay(p.run, cfg, f["engine"], cost, sends="client").means
-    if f["client"] == "aiperf":
-        return _aiperf(f, cfg, cost)
-    if f["client"] == "vllm-bench":
-        return _vllm_bench(f, cfg, cost)
-    if f["client"] == "sglang-bench":
-        return _sglang_bench(f, cfg, cost)
-    if f["client"] == "guidellm":
-        return _guidellm(f, cfg, cost)
-    if f["client"] == "inference-perf":
-        return _inference_perf(f, cfg, cost)
-    if f["client"] == "mlperf":
-        return _mlperf(f, cfg, cost)
+    replay_as = CLIENTS.get(f["client"])
+    if replay_as is not None:
+        return replay_as(f, cfg, cost)
     from servesim.errors import ConfigError
 
     raise ConfigError(f"client {f['client']!r}: validate takes vllm-bench, aiperf, sglang-bench, guidellm, "
@@ -320,3 +311,8 @@ def _mlperf(f: dict, cfg: Any, cost: Any) -> dict[str, float]:
     m = mlperf.metrics(*mlperf.run(load, cfg, f["engine"], cost), load)
     return {"ttft_ms": m["mean_first_token_latency_ns"] / 1e6, "tpot_ms": m["mean_time_per_output_token_ns"] / 1e6,
             "e2el_ms": m["mean_latency_ns"] / 1e6, "output_throughput": m["completed_tokens_per_second"]}
+
+
+# each client's replay of a row (its name as `--client` takes it)
+CLIENTS = {"vllm-bench": _vllm_bench, "aiperf": _aiperf, "sglang-bench": _sglang_bench, "guidellm": _guidellm,
+           "inference-perf": _inference_perf, "mlperf": _mlperf}
