@@ -33,6 +33,7 @@ class Report:
     rows: int = 0
     predicted: list = field(default_factory=list)  # (point, predictions, errors %)
     out_of_reach: list = field(default_factory=list)  # (line, reason)
+    method: str = METHOD  # (aic-silicon adds which client replayed which source's rows)
 
     def mape(self, metric: str, rows: list | None = None) -> float | None:
         errs = [e[metric] for _, _, e in (self.predicted if rows is None else rows) if metric in e]
@@ -50,7 +51,7 @@ class Report:
         return out
 
     def to_json(self) -> dict[str, Any]:
-        doc: dict[str, Any] = {"method": METHOD, "rows": self.rows, "predicted": len(self.predicted),
+        doc: dict[str, Any] = {"method": self.method, "rows": self.rows, "predicted": len(self.predicted),
                                "out_of_reach": [{"line": line, "reason": why} for line, why in self.out_of_reach]}
         for m in METRICS:
             doc[f"{m.removesuffix('_ms')}_mape"] = self.mape(m)
@@ -145,6 +146,8 @@ def predict(p: Point) -> dict[str, float]:
         return replay(p.run, cfg, f["engine"], cost, sends="client").means
     if f["client"] == "aiperf":
         return _aiperf(f, cfg, cost)
+    if f["client"] == "inferencex":
+        return _inferencex(f, cfg, cost)
     if f["client"] == "vllm-bench":
         return _vllm_bench(f, cfg, cost)
     if f["client"] == "sglang-bench":
@@ -213,6 +216,18 @@ def _aiperf(f: dict, cfg: Any, cost: Any) -> dict[str, float]:
         streaming=True, seed=0))
     load = aiperf.plan(opts)
     return aiperf.means(aiperf.metrics(*aiperf.run(load, cfg, f["engine"], cost), streaming=True))
+
+
+def _inferencex(f: dict, cfg: Any, cost: Any) -> dict[str, float]:
+    """InferenceX's benchmark_serving.py (`servesim.clients.inferencex`): the row's `concurrency`, `isl` and
+    `osl`, and which client version its `measured` date ran ("?": the newest, with its warm-up)."""
+    from datetime import date
+
+    from servesim.clients import inferencex
+
+    when = date.max if f.get("measured", "?") == "?" else date.fromisoformat(f["measured"])
+    load = inferencex.plan(f["isl"], f["osl"], f["concurrency"], when)
+    return inferencex.means(*inferencex.run(load, cfg, f["engine"], cost))
 
 
 def _sglang_bench(f: dict, cfg: Any, cost: Any) -> dict[str, float]:
