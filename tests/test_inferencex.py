@@ -122,3 +122,34 @@ def test_an_inferencex_row_is_predicted_by_its_client(tmp_path):
     load = inferencex.plan(100, 3, 2, date(2026, 4, 17))
     expected = inferencex.means(*inferencex.run(load, EngineConfig(), "vllm", build_cost("toy")))
     assert predict(Point(2, f, {"ttft_ms": 1.0})) == pytest.approx(expected)
+
+
+def test_a_row_runs_the_launch_flags_of_inferencex_s_script(tmp_path):
+    # Llama-3.1-70B, measured 2025-10-29 (benchmarks/70b_* at 9596d23d74e9): vLLM on H100 with --max-num-seqs
+    # $CONC, max-num-batched-tokens 8192, an FP8 KV cache, --gpu-memory-utilization 0.9; TensorRT-LLM with
+    # --max_num_tokens 16384 and no block reuse, the rest trtllm-serve's defaults (not AIConfigurator's generator)
+    from servesim.validate.aic import read_silicon
+
+    src = "\"db-dump/2026-04-27; measured=2025-10-29T00:00:00.000Z\""
+    rows = [f"v,{src},vllm,,meta-llama/Llama-3.1-70B,h100_sxm,fp8,agg,1024,1024,fp8,,16,4,1,,,,100,10",
+            f"t,{src},trtllm,,meta-llama/Llama-3.1-70B,h200_sxm,fp4,agg,1024,1024,nvfp4,,16,4,1,,,,100,10",
+            # MiniMax-M2.5 on B200 from 2026-04-03 (minimaxm2.5_fp8_b200.sh@bddbf4031): 0.90, FP8 KV, 2 x ISL
+            "m,\"db-dump/x; measured=2026-04-17T00:00:00.000Z\",vllm,0.19.0,MiniMaxAI/MiniMax-M2.5,b200_sxm,fp8,agg,"
+            "8192,1024,fp8,fp8,32,4,1,1,4,1,100,10",
+            # the same before the script set them (2026-03-11, @f342df18e): --gpu-memory-utilization 0.95 only
+            "n,\"db-dump/x; measured=2026-03-20T00:00:00.000Z\",vllm,0.19.0,MiniMaxAI/MiniMax-M2.5,b200_sxm,fp8,agg,"
+            "8192,1024,fp8,fp8,32,4,1,1,4,1,100,10",
+            # a model and engine no script here covers: the engine's defaults, as before
+            "d,\"db-dump/x; measured=2026-03-25T00:00:00.000Z\",sglang,0.5.9,deepseek-ai/DeepSeek-V3,h200_sxm,fp8,"
+            "agg,1024,1024,fp8,fp8_block,16,8,1,1,8,1,100,10"]
+    (tmp_path / "s.csv").write_text(SILICON_HEAD + "\n".join(rows) + "\n")
+    points, out = read_silicon(tmp_path / "s.csv")
+    assert out == []
+    v, t, m, n, d = (p.fields for p in points)
+    assert (v["max_num_seqs"], v["max_num_batched_tokens"], v["kv_cache_dtype"], v["gpu_memory_utilization"],
+            v["launch"]) == (16, 8192, "fp8", 0.9, "benchmarks/70b_fp8_*.sh@9596d23d74e9")
+    assert (t["trtllm"], t["kv_cache_dtype"]) == ({"max_num_tokens": 16384, "enable_block_reuse": False}, "fp8")
+    assert (m["gpu_memory_utilization"], m["kv_cache_dtype"], m["max_num_batched_tokens"], m["launch"]) == (
+        0.90, "fp8", 16384, "minimaxm2.5_fp8_b200.sh@bddbf4031")
+    assert (n["gpu_memory_utilization"], "max_num_batched_tokens" in n) == (0.95, False)
+    assert "launch" not in d and "max_num_seqs" not in d

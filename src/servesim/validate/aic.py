@@ -120,6 +120,8 @@ def read_silicon(path: Path | None = None, start: str | None = None,
                 fields["kv_cache_dtype"] = "fp8"
         if row["precision"] == "fp8":  # AIConfigurator's fp8 precision profile: FP8 GEMMs and an FP8 KV cache
             fields["kv_cache_dtype"] = "fp8"
+        if fields["client"] == "inferencex":
+            fields |= _inferencex_launch(fields, row["precision"])
         ttft, tpot = float(row["silicon_ttft_ms"]), float(row["silicon_tpot_ms"])
         # the mean E2E latency the two means imply: with every request `osl` tokens, each request's TPOT is
         # (e2el - ttft) / (osl - 1), so mean e2el = mean ttft + (osl - 1) x mean tpot exactly; it scores the
@@ -180,6 +182,16 @@ def method(points: list[Point]) -> str:
         (" (InferenceX's benchmark_serving.py: random lengths in [0.8 L, L], 10C prompts, max concurrency C, "
          "2C warm-ups from 2026-01-21, one test request before; AIConfigurator's bench_run.sh.j2: aiperf, 2C "
          "warm-up, 20C measured)")
+
+
+def _inferencex_launch(fields: dict, precision: str) -> dict:
+    """The flags InferenceX's script launched the row's server with, where one clearly applies
+    (`servesim.validate.inferencex_launch`); else nothing (the engine's defaults, as before)."""
+    from servesim.validate.inferencex_launch import launch
+
+    when = None if fields["measured"] == "?" else date.fromisoformat(fields["measured"])
+    return launch(fields["model"], fields["engine"], fields["gpu"], precision, when, fields["concurrency"],
+                  fields["isl"]) or {}
 
 
 def trtllm_launch(batch_size: int, isl: int) -> dict:

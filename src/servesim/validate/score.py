@@ -129,7 +129,7 @@ def predict(p: Point) -> dict[str, float]:
     cost = build_cost("toy") if cost_name == "toy" else build_cost(
         cost_name, model=f["model"], gpu=f["gpu"], quantization=f.get("quantization"),
         kv_cache_dtype=f.get("kv_cache_dtype"), default_engine=preset, aic_backend_version=version, **shaped)
-    knobs = {k: f[k] for k in ("max_num_seqs", "max_num_batched_tokens") if k in f}
+    knobs = {k: f[k] for k in ("max_num_seqs", "max_num_batched_tokens", "gpu_memory_utilization") if k in f}
     if f.get("frontend", "none") != "none":  # the path outside the engine core (`servesim.engine.frontend`)
         from servesim.engine.frontend import frontend
 

@@ -1,0 +1,82 @@
+"""InferenceX's server launch flags for an aic-silicon row it measured, where its script clearly gives them.
+
+Read in SemiAnalysisAI/InferenceX's per-model scripts, the version in effect on the row's `measured=` date (a
+script changed on a day counts from that day: InferenceX runs a sweep on the change that triggers it):
+- Llama-3.1-70B (every row measured 2025-10-29; `benchmarks/70b_*` at 9596d23d74e9): vLLM on H100 and H200
+  `--max-num-seqs $CONC`, on B200 512, and everywhere `max-num-batched-tokens: 8192`, `kv-cache-dtype: fp8`,
+  `--gpu-memory-utilization 0.9`, `async-scheduling: true` (vLLM's default anyway); TensorRT-LLM
+  `trtllm-serve --max_num_tokens 16384` with `kv_cache_config: {dtype: fp8, enable_block_reuse: false}`, the
+  rest trtllm-serve's defaults (max_batch_size 2048, KV fraction 0.9, chunked prefill off, overlap scheduler on);
+- MiniMax-M2.5 and Kimi-K2.5 under vLLM (`benchmarks/single_node/minimaxm2.5_*.sh`, `kimik2.5_*.sh`; the commit
+  that set each version is named in `VLLM`).
+Only the flags servesim models are taken: `--max-num-seqs`, `--max-num-batched-tokens`,
+`--gpu-memory-utilization`, `--kv-cache-dtype fp8` (where a script gives no KV dtype the row keeps today's),
+and TensorRT-LLM's `max_num_tokens` and block reuse. Not modelled, and so dropped: `--block-size 32`,
+`--stream-interval`, CUDA-graph sizes, `--no-enable-prefix-caching` (random prompts share nothing), TensorRT-LLM's
+`batch_wait_*` (set for 1k/1k below TP 8). DeepSeek's SGLang and TensorRT-LLM recipes (flags by CONC, ISL and TP,
+rewritten over the rows' dates) and InferenceX's multi-node GB200 runs are not taken yet: those rows keep the
+engine's defaults (TensorRT-LLM: AIConfigurator's generator launch), as before.
+"""
+
+from __future__ import annotations
+
+from datetime import date
+
+# (model, engine, gpu, weights: "fp8" | "fp4" | "int4") -> [(from date, flags, script at commit)], oldest first;
+# a flag "C" is the row's concurrency, "2ISL" twice its input length
+VLLM: dict[tuple[str, str, str], list[tuple[date, dict, str]]] = {
+    ("minimax-m2.5", "h100-80gb", "fp8"): [
+        (date(2026, 3, 2), {"gpu_memory_utilization": 0.90, "max_num_seqs": 256}, "minimaxm2.5_fp8_h100.sh@ac0d2a853")],
+    ("minimax-m2.5", "h200", "fp8"): [
+        (date(2026, 3, 1), {"gpu_memory_utilization": 0.95}, "minimaxm2.5_fp8_h200.sh@a36346339")],
+    ("minimax-m2.5", "b200", "fp8"): [
+        (date(2026, 3, 11), {"gpu_memory_utilization": 0.95}, "minimaxm2.5_fp8_b200.sh@f342df18e"),
+        (date(2026, 4, 3), {"gpu_memory_utilization": 0.90, "kv_cache_dtype": "fp8", "max_num_batched_tokens": "2ISL"},
+         "minimaxm2.5_fp8_b200.sh@bddbf4031")],
+    ("minimax-m2.5", "b200", "fp4"): [
+        (date(2026, 4, 8), {"gpu_memory_utilization": 0.90, "kv_cache_dtype": "fp8", "max_num_batched_tokens": "2ISL"},
+         "minimaxm2.5_fp4_b200.sh@79bd988e9")],
+    ("minimax-m2.5", "b300", "fp8"): [
+        (date(2026, 4, 17), {"gpu_memory_utilization": 0.90, "kv_cache_dtype": "fp8", "max_num_batched_tokens": "2ISL"},
+         "minimaxm2.5_fp8_b300.sh@340d7854c")],
+    ("minimax-m2.5", "b300", "fp4"): [
+        (date(2026, 4, 17), {"gpu_memory_utilization": 0.90, "kv_cache_dtype": "fp8", "max_num_batched_tokens": "2ISL"},
+         "minimaxm2.5_fp4_b300.sh@22d0f12f7")],
+    ("kimi-k2.5", "h200", "int4"): [
+        (date(2026, 3, 2), {"gpu_memory_utilization": 0.95, "max_num_seqs": "C"}, "kimik2.5_int4_h200.sh@749096c4c")],
+    ("kimi-k2.5", "b200", "int4"): [
+        (date(2026, 2, 23), {"gpu_memory_utilization": 0.95, "max_num_seqs": "C"}, "kimik2.5_int4_b200.sh@eb02101ef")],
+    ("kimi-k2.5", "b200", "fp4"): [
+        (date(2026, 3, 11), {"gpu_memory_utilization": 0.90, "max_num_seqs": "C"}, "kimik2.5_fp4_b200.sh@a58dedd5a"),
+        (date(2026, 4, 20), {"gpu_memory_utilization": 0.90, "max_num_seqs": "C", "kv_cache_dtype": "fp8",
+                             "max_num_batched_tokens": "2ISL"}, "kimik2.5_fp4_b200.sh@6c3acebfa")],
+    ("kimi-k2.5", "b300", "fp4"): [
+        (date(2026, 4, 20), {"gpu_memory_utilization": 0.90, "max_num_seqs": "C"}, "kimik2.5_fp4_b300.sh@f34a83b25")],
+}
+LLAMA_70B_DAY = date(2025, 10, 29)
+LLAMA_70B_VLLM = {"max_num_batched_tokens": 8192, "kv_cache_dtype": "fp8", "gpu_memory_utilization": 0.9}
+LLAMA_70B_TRTLLM = {"max_num_tokens": 16384, "enable_block_reuse": False}
+
+
+def launch(model: str, engine: str, gpu: str, weights: str, measured: date | None, c: int, isl: int) -> dict | None:
+    """The row's fields from InferenceX's script (`launch`: which script, at which commit), or None where no
+    script clearly applies (the engine's defaults, as before)."""
+    if measured is None:
+        return None
+    if model == "llama-3.1-70b" and measured == LLAMA_70B_DAY:
+        if engine == "trtllm":
+            return {"trtllm": dict(LLAMA_70B_TRTLLM), "kv_cache_dtype": "fp8",
+                    "launch": f"benchmarks/70b_{weights}_*_trt_*.sh@9596d23d74e9"}
+        if engine == "vllm":
+            seqs = c if gpu in ("h100-80gb", "h200") else 512
+            return LLAMA_70B_VLLM | {"max_num_seqs": seqs, "launch": f"benchmarks/70b_{weights}_*.sh@9596d23d74e9"}
+        return None
+    if engine != "vllm":
+        return None
+    versions = [v for v in VLLM.get((model, gpu, weights), []) if v[0] <= measured]
+    if not versions:
+        return None
+    _, flags, script = versions[-1]
+    subst = {"C": c, "2ISL": 2 * isl}
+    return {k: subst.get(v, v) if isinstance(v, str) and k != "kv_cache_dtype" else v for k, v in flags.items()} | {
+        "launch": script}
