@@ -139,17 +139,41 @@ def test_a_row_runs_the_launch_flags_of_inferencex_s_script(tmp_path):
             # the same before the script set them (2026-03-11, @f342df18e): --gpu-memory-utilization 0.95 only
             "n,\"db-dump/x; measured=2026-03-20T00:00:00.000Z\",vllm,0.19.0,MiniMaxAI/MiniMax-M2.5,b200_sxm,fp8,agg,"
             "8192,1024,fp8,fp8,32,4,1,1,4,1,100,10",
-            # a model and engine no script here covers: the engine's defaults, as before
+            # DeepSeek under SGLang on H200 (dsr1_fp8_h200*.sh@9596d23d7): 1k/1k --max-running-requests 512, no
+            # KV dtype given (SGLang's auto)
             "d,\"db-dump/x; measured=2026-03-25T00:00:00.000Z\",sglang,0.5.9,deepseek-ai/DeepSeek-V3,h200_sxm,fp8,"
-            "agg,1024,1024,fp8,fp8_block,16,8,1,1,8,1,100,10"]
+            "agg,1024,1024,fp8,fp8_block,16,8,1,1,8,1,100,10",
+            # a model and engine no script here covers: the engine's defaults, as before
+            "q,\"db-dump/x; measured=2026-03-25T00:00:00.000Z\",vllm,0.12.0,Qwen/Qwen3-32B,h100_sxm,fp8,agg,1024,"
+            "128,fp8,,16,2,1,,,,100,10"]
     (tmp_path / "s.csv").write_text(SILICON_HEAD + "\n".join(rows) + "\n")
     points, out = read_silicon(tmp_path / "s.csv")
     assert out == []
-    v, t, m, n, d = (p.fields for p in points)
+    v, t, m, n, d, q = (p.fields for p in points)
     assert (v["max_num_seqs"], v["max_num_batched_tokens"], v["kv_cache_dtype"], v["gpu_memory_utilization"],
             v["launch"]) == (16, 8192, "fp8", 0.9, "benchmarks/70b_fp8_*.sh@9596d23d74e9")
     assert (t["trtllm"], t["kv_cache_dtype"]) == ({"max_num_tokens": 16384, "enable_block_reuse": False}, "fp8")
     assert (m["gpu_memory_utilization"], m["kv_cache_dtype"], m["max_num_batched_tokens"], m["launch"]) == (
         0.90, "fp8", 16384, "minimaxm2.5_fp8_b200.sh@bddbf4031")
     assert (n["gpu_memory_utilization"], "max_num_batched_tokens" in n) == (0.95, False)
-    assert "launch" not in d and "max_num_seqs" not in d
+    assert (d["sglang"], d["kv_cache_dtype"]) == ({
+        "chunked_prefill_size": 32768, "max_prefill_tokens": 32768, "mem_fraction_static": 0.82,
+        "max_running_requests": 512, "disable_radix_cache": True}, "auto")
+    assert "launch" not in q and "max_num_seqs" not in q and q["kv_cache_dtype"] == "fp8"
+
+
+def test_deepseek_under_tensorrt_llm_takes_the_script_s_token_budget():
+    # dsr1_*_trt*.sh: --max_num_tokens (C + ISL + 64) rounded up to 64: C = 4, ISL 1024 -> 1092 -> 1152; from
+    # 64af5a771 (2026-01-21) at least 8192; the KV fraction 0.75 on H200, 0.8 on B200, and from ec7bafaae
+    # (2026-01-29) 0.75 for B200 FP8 at 8k/1k on TP 4
+    from servesim.validate.inferencex_launch import launch
+
+    def trt(gpu, weights, day, isl=1024, osl=1024, tp=8):
+        out = launch("deepseek-r1", "trtllm", gpu, weights, day, 4, isl, osl, tp)
+        return out["trtllm"]["max_num_tokens"], out["trtllm"]["free_gpu_memory_fraction"], out["launch"]
+
+    assert trt("h200", "fp8", date(2025, 11, 2)) == (1152, 0.75, "dsr1_fp8_h200_trt_slurm.sh@9596d23d7")
+    assert trt("b200", "fp4", date(2026, 2, 6)) == (8192, 0.8, "dsr1_fp4_b200_trt.sh@64af5a771")
+    # (8k/1k: 4 + 8192 + 64 = 8260 -> 8320, above the floor)
+    assert trt("b200", "fp8", date(2026, 2, 5), 8192, 1024, 4) == (8320, 0.75, "dsr1_fp8_b200_trt.sh@ec7bafaae")
+    assert launch("deepseek-r1", "trtllm", "gb200", "fp4", date(2025, 11, 16), 4, 1024, 1024, 8) is None

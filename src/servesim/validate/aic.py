@@ -191,7 +191,7 @@ def _inferencex_launch(fields: dict, precision: str) -> dict:
 
     when = None if fields["measured"] == "?" else date.fromisoformat(fields["measured"])
     return launch(fields["model"], fields["engine"], fields["gpu"], precision, when, fields["concurrency"],
-                  fields["isl"]) or {}
+                  fields["isl"], fields["osl"], fields["tp"]) or {}
 
 
 def trtllm_launch(batch_size: int, isl: int) -> dict:

@@ -58,11 +58,44 @@ LLAMA_70B_VLLM = {"max_num_batched_tokens": 8192, "kv_cache_dtype": "fp8", "gpu_
 LLAMA_70B_TRTLLM = {"max_num_tokens": 16384, "enable_block_reuse": False}
 
 
-def launch(model: str, engine: str, gpu: str, weights: str, measured: date | None, c: int, isl: int) -> dict | None:
+# DeepSeek-R1 under SGLang (`benchmarks/dsr1_{fp4,fp8}_{b200,b300,h200}*.sh`, unchanged in these flags from the
+# commit named to 626932a11, 2026-03-27): (gpu, weights) -> (from, script@commit, server args, FP8 KV)
+DSR1_SGLANG = {
+    ("b200", "fp4"): (date(2025, 10, 1), "dsr1_fp4_b200*.sh@4b860b78e", {
+        "chunked_prefill_size": 16384, "max_running_requests": 256, "mem_fraction_static": 0.85}, True),
+    ("b300", "fp4"): (date(2026, 4, 17), "dsr1_fp4_b300.sh@9ebeafb4e", {
+        "chunked_prefill_size": 16384, "max_running_requests": 256, "mem_fraction_static": 0.85}, True),
+    ("b200", "fp8"): (date(2025, 10, 1), "dsr1_fp8_b200*.sh@4b860b78e", {
+        "chunked_prefill_size": 32768, "max_prefill_tokens": 32768, "max_running_requests": 128,
+        "mem_fraction_static": 0.82}, True),
+    ("b300", "fp8"): (date(2026, 4, 17), "dsr1_fp8_b300.sh@5b302f147", {
+        "chunked_prefill_size": 32768, "max_prefill_tokens": 32768, "max_running_requests": 128,
+        "mem_fraction_static": 0.82}, True),
+    ("h200", "fp8"): (date(2025, 10, 29), "dsr1_fp8_h200*.sh@9596d23d7", {
+        "chunked_prefill_size": 32768, "max_prefill_tokens": 32768, "mem_fraction_static": 0.82}, False),
+}
+# the fp8 B200/B300 scripts' TP 4 branch (1d29967c4, 2026-01-13; 8k/1k only)
+DSR1_SGLANG_FP8_TP4 = (date(2026, 1, 13), {"chunked_prefill_size": 8192, "max_prefill_tokens": 8192,
+                                           "max_running_requests": 32, "mem_fraction_static": 0.95})
+
+# DeepSeek-R1 under TensorRT-LLM (`benchmarks/dsr1_{fp4,fp8}_{b200,h200}_trt[_slurm].sh`, read at each change from
+# 9596d23d7 to ec7bafaae): `--max_num_tokens` (C + ISL + 64) rounded up to 64 tokens, from 64af5a771 (2026-01-21)
+# at least 8192; `kv_cache_config: {dtype: fp8, free_gpu_memory_fraction: F, enable_block_reuse: false}`
+DSR1_TRTLLM_FRACTION = {("b200", "fp4"): 0.8, ("b200", "fp8"): 0.8, ("h200", "fp8"): 0.75}
+DSR1_TRTLLM_FLOOR_FROM = date(2026, 1, 21)  # 64af5a771: MAX_NUM_TOKENS > 8192 ? MAX_NUM_TOKENS : 8192
+DSR1_FP8_B200_BY_LOAD_FROM = date(2026, 1, 29)  # ec7bafaae: the KV fraction by ISL/OSL, CONC and TP
+
+
+def launch(model: str, engine: str, gpu: str, weights: str, measured: date | None, c: int, isl: int,
+           osl: int = 0, tp: int = 1) -> dict | None:
     """The row's fields from InferenceX's script (`launch`: which script, at which commit), or None where no
     script clearly applies (the engine's defaults, as before)."""
     if measured is None:
         return None
+    if model in ("deepseek-r1", "deepseek-v3") and engine == "trtllm":
+        return _dsr1_trtllm(gpu, weights, measured, c, isl, osl, tp)
+    if model in ("deepseek-r1", "deepseek-v3") and engine == "sglang":
+        return _dsr1_sglang(gpu, weights, measured, isl, osl, tp)
     if model == "llama-3.1-70b" and measured == LLAMA_70B_DAY:
         if engine == "trtllm":
             return {"trtllm": dict(LLAMA_70B_TRTLLM), "kv_cache_dtype": "fp8",
@@ -80,3 +113,43 @@ def launch(model: str, engine: str, gpu: str, weights: str, measured: date | Non
     subst = {"C": c, "2ISL": 2 * isl}
     return {k: subst.get(v, v) if isinstance(v, str) and k != "kv_cache_dtype" else v for k, v in flags.items()} | {
         "launch": script}
+
+
+def _dsr1_trtllm(gpu: str, weights: str, measured: date, c: int, isl: int, osl: int, tp: int) -> dict | None:
+    fraction = DSR1_TRTLLM_FRACTION.get((gpu, weights))
+    if fraction is None or measured < date(2025, 10, 29):
+        return None  # (GB200: InferenceX's multi-node Dynamo recipes, not these scripts)
+    tokens = -(-(c + isl + 64) // 64) * 64
+    if measured >= DSR1_TRTLLM_FLOOR_FROM:
+        tokens = max(tokens, 8192)
+    script = f"dsr1_{weights}_{gpu}_trt{'' if measured >= date(2026, 1, 22) else '_slurm'}.sh"
+    commit = "64af5a771" if measured >= DSR1_TRTLLM_FLOOR_FROM else "9596d23d7"
+    if (gpu, weights) == ("b200", "fp8") and measured >= DSR1_FP8_B200_BY_LOAD_FROM:
+        commit = "ec7bafaae"
+        if (isl, osl) == (1024, 8192) and c >= 256:
+            fraction = 0.7
+        elif (isl, osl) == (8192, 1024) and tp == 4:
+            fraction = 0.75
+    return {"trtllm": {"max_num_tokens": tokens, "free_gpu_memory_fraction": fraction, "enable_block_reuse": False},
+            "kv_cache_dtype": "fp8", "launch": f"{script}@{commit}"}
+
+
+def _dsr1_sglang(gpu: str, weights: str, measured: date, isl: int, osl: int, tp: int) -> dict | None:
+    """Every version also passes `--disable-radix-cache` and `--scheduler-recv-interval` (10, or 30 from CONC
+    16 on B200 and B300), which servesim does not model yet; H200's `--max-running-requests` is 512 at 1k/1k,
+    else 256; H200 gives no `--kv-cache-dtype` (SGLang's auto: the model's BF16)."""
+    entry = DSR1_SGLANG.get((gpu, weights))
+    if entry is None or measured < entry[0]:
+        return None
+    since, script, args, fp8_kv = entry
+    args = dict(args) | {"disable_radix_cache": True}
+    if gpu == "h200":
+        args["max_running_requests"] = 512 if (isl, osl) == (1024, 1024) else 256
+    if tp > 8:
+        return None  # (more GPUs than one node: InferenceX's multi-node recipes, not these scripts)
+    if weights == "fp8" and gpu != "h200" and tp == 4:
+        if measured < DSR1_SGLANG_FP8_TP4[0]:
+            return None  # (no TP 4 branch in the script then)
+        args |= DSR1_SGLANG_FP8_TP4[1]
+        script = script.replace("4b860b78e", "1d29967c4")
+    return {"sglang": args, "kv_cache_dtype": "fp8" if fp8_kv else "auto", "launch": script}
