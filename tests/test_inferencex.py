@@ -155,7 +155,8 @@ def test_a_row_runs_the_launch_flags_of_inferencex_s_script(tmp_path):
     assert (t["trtllm"], t["kv_cache_dtype"]) == ({"max_num_tokens": 16384, "enable_block_reuse": False}, "fp8")
     assert (m["gpu_memory_utilization"], m["kv_cache_dtype"], m["max_num_batched_tokens"], m["launch"]) == (
         0.90, "fp8", 16384, "minimaxm2.5_fp8_b200.sh@bddbf4031")
-    assert (n["gpu_memory_utilization"], "max_num_batched_tokens" in n) == (0.95, False)
+    # (and no --kv-cache-dtype: vLLM's auto, where AIConfigurator's fp8 precision profile reads an FP8 cache)
+    assert (n["gpu_memory_utilization"], "max_num_batched_tokens" in n, n["kv_cache_dtype"]) == (0.95, False, "auto")
     assert (d["sglang"], d["kv_cache_dtype"]) == ({
         "chunked_prefill_size": 32768, "max_prefill_tokens": 32768, "mem_fraction_static": 0.82,
         "max_running_requests": 512, "disable_radix_cache": True}, "auto")

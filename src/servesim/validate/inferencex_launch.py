@@ -10,7 +10,8 @@ script changed on a day counts from that day: InferenceX runs a sweep on the cha
 - MiniMax-M2.5 and Kimi-K2.5 under vLLM (`benchmarks/single_node/minimaxm2.5_*.sh`, `kimik2.5_*.sh`; the commit
   that set each version is named in `VLLM`).
 Only the flags servesim models are taken: `--max-num-seqs`, `--max-num-batched-tokens`,
-`--gpu-memory-utilization`, `--kv-cache-dtype fp8` (where a script gives no KV dtype the row keeps today's),
+`--gpu-memory-utilization`, `--kv-cache-dtype fp8` (a script that gives none runs the engine's auto: the
+model's dtype, where AIConfigurator's fp8 precision profile said FP8),
 and TensorRT-LLM's `max_num_tokens` and block reuse. Not modelled, and so dropped: `--block-size 32`,
 `--stream-interval`, CUDA-graph sizes, `--no-enable-prefix-caching` (random prompts share nothing), TensorRT-LLM's
 `batch_wait_*` (set for 1k/1k below TP 8). DeepSeek's SGLang and TensorRT-LLM recipes (flags by CONC, ISL and TP,
@@ -111,6 +112,7 @@ def launch(model: str, engine: str, gpu: str, weights: str, measured: date | Non
         return None
     _, flags, script = versions[-1]
     subst = {"C": c, "2ISL": 2 * isl}
+    flags = {"kv_cache_dtype": "auto"} | flags  # (no --kv-cache-dtype: vLLM's auto, the model's dtype)
     return {k: subst.get(v, v) if isinstance(v, str) and k != "kv_cache_dtype" else v for k, v in flags.items()} | {
         "launch": script}
 
