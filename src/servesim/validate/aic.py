@@ -190,6 +190,8 @@ def _inferencex_launch(fields: dict, precision: str) -> dict:
     from servesim.validate.inferencex_launch import launch
 
     when = None if fields["measured"] == "?" else date.fromisoformat(fields["measured"])
+    if fields.get("enable_dp_attention") or fields.get("data_parallel_size"):
+        return {}  # (the scripts' data-parallel branches are not read here)
     return launch(fields["model"], fields["engine"], fields["gpu"], precision, when, fields["concurrency"],
                   fields["isl"], fields["osl"], fields["tp"]) or {}
 

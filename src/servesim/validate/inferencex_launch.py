@@ -96,7 +96,7 @@ def launch(model: str, engine: str, gpu: str, weights: str, measured: date | Non
     if model in ("deepseek-r1", "deepseek-v3") and engine == "trtllm":
         return _dsr1_trtllm(gpu, weights, measured, c, isl, osl, tp)
     if model in ("deepseek-r1", "deepseek-v3") and engine == "sglang":
-        return _dsr1_sglang(gpu, weights, measured, isl, osl, tp)
+        return _dsr1_sglang(gpu, weights, measured, c, isl, osl, tp)
     if model == "llama-3.1-70b" and measured == LLAMA_70B_DAY:
         if engine == "trtllm":
             return {"trtllm": dict(LLAMA_70B_TRTLLM), "kv_cache_dtype": "fp8",
@@ -136,7 +136,7 @@ def _dsr1_trtllm(gpu: str, weights: str, measured: date, c: int, isl: int, osl: 
             "kv_cache_dtype": "fp8", "launch": f"{script}@{commit}"}
 
 
-def _dsr1_sglang(gpu: str, weights: str, measured: date, isl: int, osl: int, tp: int) -> dict | None:
+def _dsr1_sglang(gpu: str, weights: str, measured: date, c: int, isl: int, osl: int, tp: int) -> dict | None:
     """Every version also passes `--disable-radix-cache` and `--scheduler-recv-interval` (10, or 30 from CONC
     16 on B200 and B300), which servesim does not model yet; H200's `--max-running-requests` is 512 at 1k/1k,
     else 256; H200 gives no `--kv-cache-dtype` (SGLang's auto: the model's BF16)."""
@@ -154,4 +154,6 @@ def _dsr1_sglang(gpu: str, weights: str, measured: date, isl: int, osl: int, tp:
             return None  # (no TP 4 branch in the script then)
         args |= DSR1_SGLANG_FP8_TP4[1]
         script = script.replace("4b860b78e", "1d29967c4")
+    if c > args["max_running_requests"]:
+        return None  # (a row with more users than the script's cap was not run by this version of it)
     return {"sglang": args, "kv_cache_dtype": "fp8" if fp8_kv else "auto", "launch": script}
