@@ -164,7 +164,7 @@ def test_aic_silicon_rows_as_deployments(tmp_path):
     (g, *_), _ = read_silicon(tmp_path / "s.csv", client="aiperf")
     assert (g.fields["client"], g.fields["warmup_requests"], g.fields["num_requests"], "start" in g.fields) == (
         "aiperf", 32, 320, False)
-    with pytest.raises(ConfigError, match="vllm-bench or aiperf"):
+    with pytest.raises(ConfigError, match="vllm-bench, aiperf, inferencex"):
         read_silicon(tmp_path / "s.csv", client="guidellm")
 
 
@@ -297,7 +297,7 @@ def test_the_aic_silicon_client_options_are_refused_where_they_do_not_apply(monk
         code, _, err = cli(monkeypatch, capsys, "validate", str(SAMPLE), *args)
         assert code == 2 and said in err
     code, _, err = cli(monkeypatch, capsys, "validate", "aic-silicon", "--client", "aiperf", "--start", "together")
-    assert code == 2 and "under --client aiperf every user starts together" in err
+    assert code == 2 and "under --client aiperf its own client starts it" in err
     # --mode picks aic-silicon's agg or disagg rows
     code, _, err = cli(monkeypatch, capsys, "validate", str(SAMPLE), "--mode", "disagg")
     assert code == 2 and "--mode picks aic-silicon's agg or disagg rows" in err

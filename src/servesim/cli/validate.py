@@ -24,12 +24,15 @@ def validate_cmd(
         "aic-silicon: AIConfigurator's measured points (servesim[aic]).")],
     json_path: Annotated[Path | None, typer.Option("--json", help="Write the scores, every row and the rows out of "
                                                                   "reach here.")] = None,
-    start: Annotated[str | None, typer.Option("--start", help="aic-silicon under vllm-bench: how a closed loop's "
-                                              "users start: staggered (a desynchronised stream; the default) | "
+    start: Annotated[str | None, typer.Option("--start", help="aic-silicon, every row under vllm-bench: how a "
+                                              "closed loop's users start: staggered (a desynchronised stream) | "
                                               "together (identical requests in waves).")] = None,
-    client: Annotated[str | None, typer.Option("--client", help="aic-silicon: the client its rows are replayed "
-                                               "under: vllm-bench (the default) | aiperf (AIConfigurator's own "
-                                               "benchmark script: 2C warm-up, 20C measured, users together).")] =
+    client: Annotated[str | None, typer.Option("--client", help="aic-silicon: one client for every row instead of "
+                                               "the one its source names (the default: InferenceX's rows "
+                                               "inferencex, AIConfigurator's gap analysis aiperf): vllm-bench | "
+                                               "aiperf (AIConfigurator's own benchmark script: 2C warm-up, 20C "
+                                               "measured, users together) | inferencex (InferenceX's "
+                                               "benchmark_serving.py: lengths in [0.8 L, L], 10C prompts).")] =
     None,
     mode: Annotated[str | None, typer.Option("--mode", help="aic-silicon: only its rows of this mode, agg | disagg "
                                              "(P/D deployments); all by default.")] = None,
@@ -73,9 +76,13 @@ def validate_cmd(
 
     with PointsProgress(len(points), "rows") as bar:
         report = score(points, bar.advance, ex)
+    if "aic-silicon" in sources:
+        from servesim.validate.aic import method
+
+        report.method = f"{METHOD}; {method(points)}"
     report.rows += len(skipped)
     report.out_of_reach = skipped + report.out_of_reach
-    print(f"method: {METHOD}")
+    print(f"method: {report.method}")
     print(f"{report.rows} rows: {len(report.predicted)} predicted, {len(report.out_of_reach)} out of reach")
     _table(report)
     if len(report.out_of_reach) > MAX_LISTED:
@@ -92,7 +99,7 @@ def validate_cmd(
     if html is not None:
         from servesim.report.accuracy import write_page
 
-        write_page(html, report, ", ".join(sources), METHOD)
+        write_page(html, report, ", ".join(sources), report.method)
         print(f"wrote {html}")
 
 
@@ -115,10 +122,7 @@ def _points(sources: list[str], start: str | None, client: str | None, set_: lis
             raise ConfigError("aic-silicon is scored on its own: give it alone, without --set")
         from servesim.validate.aic import read_silicon
 
-        if start is not None and client not in (None, "vllm-bench"):
-            raise ConfigError(f"--start sets how vllm-bench's loop starts; under --client {client} every user starts "
-                              "together")
-        return read_silicon(start=start or "staggered", client=client or "vllm-bench", mode=mode)
+        return read_silicon(start=start, client=client, mode=mode)
     if mode is not None:
         raise ConfigError("--mode picks aic-silicon's agg or disagg rows; your CSV's rows are scored as they are")
     if start is not None:

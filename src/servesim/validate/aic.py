@@ -1,9 +1,14 @@
 """The `aic-silicon` source: AIConfigurator's measured points (`aiconfigurator_core/systems/silicon_sample.csv`,
 Apache-2.0, inside the `aiconfigurator-core` wheel: `pip install 'servesim[aic]'`), read as deployments.
 
-Each row is one point of a closed-loop concurrency sweep: `batch_size` requests in flight per engine, identical
-requests of `isl` input and `osl` output tokens, mean TTFT and TPOT measured (and the mean E2E latency they
-imply, TTFT + (osl - 1) x TPOT, scored beside them). As servesim replays it: vllm bench
+Each row is one point of a closed-loop concurrency sweep: `batch_size` requests in flight per engine, requests
+of `isl` input and `osl` output tokens, mean TTFT and TPOT measured (and the mean E2E latency they
+imply, TTFT + (osl - 1) x TPOT, scored beside them). Each row is replayed by the client its
+`silicon_data_source` names (`source_of`, `client_of`): InferenceX's rows (its database dump, `db-dump/...`,
+and its dated exports, `source_file=YYYY-MM-DD.csv`) by InferenceX's benchmark_serving.py
+(`servesim.clients.inferencex`: lengths uniform in [0.8 L, L], 10C prompts behind max concurrency C, its
+warm-up by the row's `measured=` date); AIConfigurator's gap-analysis rows by its aiperf script (below); any
+other row, and every row under `--client vllm-bench` or `--start`, by vllm bench
 serve's closed loop of `batch_size` (`--max-concurrency`) whose users start staggered, a C-th of a lone request's
 latency apart (a desynchronised stream; `--start together` keeps them in waves), the loop's first `batch_size`
 requests as warm-up (not measured), then 4 x `batch_size` (at least 8) measured. Or (`client="aiperf"`) as
@@ -26,6 +31,8 @@ attention DP).
 
 from __future__ import annotations
 
+import re
+from datetime import date
 from pathlib import Path
 
 from servesim.cost.specs import load_model
@@ -62,7 +69,7 @@ TRTLLM_LAUNCH = {"enable_chunked_prefill": False, "free_gpu_memory_fraction": 0.
 TRTLLM_MAX_NUM_TOKENS_SLACK = 1500
 MEASURED_WAVES, MIN_MEASURED = 4, 8
 AIPERF_ROUNDS, AIPERF_WARMUP_ROUNDS = 20, 2  # bench_run.sh.j2: BENCH_MULTI_ROUND's default, the 2C warm-up
-CLIENTS = ("vllm-bench", "aiperf")
+CLIENTS = ("vllm-bench", "aiperf", "inferencex")
 MODES = ("agg", "disagg")
 
 
@@ -78,18 +85,27 @@ def silicon_csv() -> Path:
     return path
 
 
-def read_silicon(path: Path | None = None, start: str = "staggered", client: str = "vllm-bench",
+def read_silicon(path: Path | None = None, start: str | None = None, client: str | None = None,
                  mode: str | None = None) -> tuple[list[Point], list[tuple[int, str]]]:
-    """(the rows servesim can express, as points; every other row's line and reason). `client`: vllm-bench
-    (`start`: how its closed loop's users start, `rows.py`: staggered, a desynchronised stream, or together, in
-    waves) or aiperf (AIConfigurator's benchmark script; its users start together). `mode`: only the rows of
-    that mode (agg or disagg; None: all). A disagg row is a P/D deployment (`servesim.validate.aic_disagg`)."""
+    """(the rows servesim can express, as points; every other row's line and reason). Each row under the client
+    its source names (`client_of`), unless `client` says one for all: vllm-bench (`start`: how its closed
+    loop's users start, `rows.py`: staggered, a desynchronised stream, or together, in waves), aiperf
+    (AIConfigurator's benchmark script; its users start together) or inferencex (InferenceX's). `mode`: only the
+    rows of that mode (agg or disagg; None: all). A disagg row is a P/D deployment (`servesim.validate.aic_disagg`)
+    under vllm bench serve's closed loop (`start`, staggered by default), whatever its source."""
     import polars as pl
 
     from servesim.validate.aic_disagg import disagg_point, disagg_reason
 
-    if client not in CLIENTS:
-        raise ConfigError(f"--client {client}: aic-silicon replays its rows under vllm-bench or aiperf")
+    if client is not None and client not in CLIENTS:
+        raise ConfigError(f"--client {client}: aic-silicon replays its rows under {', '.join(CLIENTS)}")
+    if start not in (None, "staggered", "together"):
+        raise ConfigError(f"--start {start}: expected staggered or together")
+    if start is not None and client not in (None, "vllm-bench"):
+        raise ConfigError(f"--start sets how vllm-bench's loop starts; under --client {client} its own client "
+                          "starts it")
+    if start is not None:
+        client = "vllm-bench"
     if mode not in (None, *MODES):
         raise ConfigError(f"--mode {mode}: expected one of {', '.join(MODES)}")
     path = path or silicon_csv()
@@ -100,12 +116,14 @@ def read_silicon(path: Path | None = None, start: str = "staggered", client: str
         if mode is not None and row["mode"] != mode:
             continue
         if row["mode"] == "disagg":
-            why = disagg_reason(row) or (None if client == "vllm-bench" else
+            why = disagg_reason(row) or (None if client in (None, "vllm-bench") else
                                          "a P/D deployment under AIPerf's paced sends is not modelled yet")
             if why:
                 out.append((line, f"{row['id']}: {why}"))
             else:
-                points.append(disagg_point(row, line, start))
+                point = disagg_point(row, line, start or "staggered")
+                point.fields["source"] = source_of(row["silicon_data_source"])
+                points.append(point)
             continue
         why = _out_of_reach(row)
         if why:
@@ -115,15 +133,15 @@ def read_silicon(path: Path | None = None, start: str = "staggered", client: str
         # AIConfigurator's batch_size is per attention-DP rank (its `global_bs = bs x attention_dp_size`)
         c = int(row["batch_size"]) * layout.pop("ranks")
         fields = {"model": MODELS[row["model_path"]], "gpu": GPUS[row["system"]], "engine": row["backend"],
-                  "engine_version": row["backend_version"] or "?", "client": client, "tp": int(row["tp_size"]),
-                  "concurrency": c, "isl": int(row["isl"]), "osl": int(row["osl"]), "id": row["id"]} | layout
-        if client == "aiperf":
-            fields |= {"num_requests": AIPERF_ROUNDS * c, "warmup_requests": AIPERF_WARMUP_ROUNDS * c}
-        else:
-            fields |= {"start": start, "num_requests": max(MIN_MEASURED, MEASURED_WAVES * c), "warmup_requests": c}
+                  "engine_version": row["backend_version"] or "?", "tp": int(row["tp_size"]),
+                  "concurrency": c, "isl": int(row["isl"]), "osl": int(row["osl"]), "id": row["id"],
+                  "source": source_of(row["silicon_data_source"])} | layout
+        fields |= client_fields(client or client_of(fields["source"]), c, row["silicon_data_source"], start)
         fields |= quantization_fields(row, fields["model"])
         if row["backend"] == "trtllm":
             fields["trtllm"] = trtllm_launch(int(row["batch_size"]), fields["isl"])  # (per attention-DP rank)
+        if fields["client"] == "inferencex":
+            fields |= _inferencex_launch(fields, row["precision"])
         ttft, tpot = float(row["silicon_ttft_ms"]), float(row["silicon_tpot_ms"])
         # the mean E2E latency the two means imply: with every request `osl` tokens, each request's TPOT is
         # (e2el - ttft) / (osl - 1), so mean e2el = mean ttft + (osl - 1) x mean tpot exactly; it scores the
@@ -149,6 +167,71 @@ def quantization_fields(row: dict, model: str) -> dict:
     if row["precision"] == "fp8":  # AIConfigurator's fp8 precision profile: FP8 GEMMs and an FP8 KV cache
         out["kv_cache_dtype"] = "fp8"
     return out
+
+
+def source_of(text: str) -> str:
+    """Where a row was measured, from its `silicon_data_source`: `db-dump` (InferenceX's database dump),
+    `inferencex-csv` (a dated InferenceX export, `source_file=YYYY-MM-DD.csv; model=...`: InferenceX's models,
+    its 1k/1k, 1k/8k and 8k/1k points and its concurrency ladder), `gap-analysis` (AIConfigurator's own
+    gap-analysis runs: `.../aic-auto-gap-analysis/...`, `kimi-k2.5-gap-analysis.csv`), or `other`."""
+    if text.startswith("db-dump/"):
+        return "db-dump"
+    if re.match(r"source_file=\d{4}-\d{2}-\d{2}\.csv;", text):
+        return "inferencex-csv"
+    return "gap-analysis" if "gap-analysis" in text else "other"
+
+
+def client_of(source: str) -> str:
+    """The client a source's rows were measured with: InferenceX's for its rows, AIConfigurator's benchmark
+    script (aiperf) for its gap analysis, vllm bench serve's staggered loop (servesim's earlier guess) else."""
+    return {"db-dump": "inferencex", "inferencex-csv": "inferencex", "gap-analysis": "aiperf"}.get(source,
+                                                                                                  "vllm-bench")
+
+
+def client_fields(client: str, c: int, source_text: str, start: str | None) -> dict:
+    """The point's client and its load as that client sends a closed loop of `c`."""
+    if client == "aiperf":
+        return {"client": client, "num_requests": AIPERF_ROUNDS * c, "warmup_requests": AIPERF_WARMUP_ROUNDS * c}
+    if client == "inferencex":
+        from servesim.clients import inferencex
+
+        when = measured_on(source_text)  # (none given: the newest client, with its warm-up)
+        warm = when is None or when >= inferencex.WARMUPS_FROM
+        return {"client": client, "num_requests": inferencex.PROMPTS_PER_USER * c,
+                "measured": when.isoformat() if when else "?",
+                "warmup_requests": inferencex.WARMUPS_PER_USER * c if warm else 1}
+    return {"client": client, "start": start or "staggered", "num_requests": max(MIN_MEASURED, MEASURED_WAVES * c),
+            "warmup_requests": c}
+
+
+def measured_on(source_text: str) -> date | None:
+    """The `measured=` date of a row's source (InferenceX's client changed on 2026-01-21), None where it has
+    none."""
+    m = re.search(r"measured=(\d{4}-\d{2}-\d{2})", source_text)
+    return date.fromisoformat(m.group(1)) if m else None
+
+
+def method(points: list[Point]) -> str:
+    """Which client replayed the rows, by source, for the printed method."""
+    from collections import Counter
+
+    counts = Counter((p.fields["source"], p.fields["client"]) for p in points)
+    return "clients by source: " + "; ".join(f"{s} -> {c} ({n} rows)" for (s, c), n in sorted(counts.items())) + \
+        (" (InferenceX's benchmark_serving.py: random lengths in [0.8 L, L], 10C prompts, max concurrency C, "
+         "2C warm-ups from 2026-01-21, one test request before; AIConfigurator's bench_run.sh.j2: aiperf, 2C "
+         "warm-up, 20C measured)")
+
+
+def _inferencex_launch(fields: dict, precision: str) -> dict:
+    """The flags InferenceX's script launched the row's server with, where one clearly applies
+    (`servesim.validate.inferencex_launch`); else nothing (the engine's defaults, as before)."""
+    from servesim.validate.inferencex_launch import launch
+
+    when = None if fields["measured"] == "?" else date.fromisoformat(fields["measured"])
+    if fields.get("enable_dp_attention") or fields.get("data_parallel_size") or fields.get("enable_attention_dp"):
+        return {}  # (the scripts' data-parallel branches are not read here)
+    return launch(fields["model"], fields["engine"], fields["gpu"], precision, when, fields["concurrency"],
+                  fields["isl"], fields["osl"], fields["tp"]) or {}
 
 
 def trtllm_launch(batch_size: int, isl: int) -> dict:

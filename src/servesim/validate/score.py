@@ -33,6 +33,7 @@ class Report:
     rows: int = 0
     predicted: list = field(default_factory=list)  # (point, predictions, errors %)
     out_of_reach: list = field(default_factory=list)  # (line, reason)
+    method: str = METHOD  # (aic-silicon adds which client replayed which source's rows)
 
     def mape(self, metric: str, rows: list | None = None) -> float | None:
         errs = [e[metric] for _, _, e in (self.predicted if rows is None else rows) if metric in e]
@@ -50,7 +51,7 @@ class Report:
         return out
 
     def to_json(self) -> dict[str, Any]:
-        doc: dict[str, Any] = {"method": METHOD, "rows": self.rows, "predicted": len(self.predicted),
+        doc: dict[str, Any] = {"method": self.method, "rows": self.rows, "predicted": len(self.predicted),
                                "out_of_reach": [{"line": line, "reason": why} for line, why in self.out_of_reach]}
         for m in METRICS:
             doc[f"{m.removesuffix('_ms')}_mape"] = self.mape(m)
@@ -154,7 +155,7 @@ def engine_setup(f: dict) -> tuple[Any, Any]:
     cost = build_cost("toy") if cost_name == "toy" else build_cost(
         cost_name, model=f["model"], gpu=f["gpu"], quantization=f.get("quantization"),
         kv_cache_dtype=f.get("kv_cache_dtype"), default_engine=preset, aic_backend_version=version, **shaped)
-    knobs = {k: f[k] for k in ("max_num_seqs", "max_num_batched_tokens") if k in f}
+    knobs = {k: f[k] for k in ("max_num_seqs", "max_num_batched_tokens", "gpu_memory_utilization") if k in f}
     if f.get("frontend", "none") != "none":  # the path outside the engine core (`servesim.engine.frontend`)
         from servesim.engine.frontend import frontend
 
@@ -220,6 +221,18 @@ def _aiperf(f: dict, cfg: Any, cost: Any) -> dict[str, float]:
         streaming=True, seed=0))
     load = aiperf.plan(opts)
     return aiperf.means(aiperf.metrics(*aiperf.run(load, cfg, f["engine"], cost), streaming=True))
+
+
+def _inferencex(f: dict, cfg: Any, cost: Any) -> dict[str, float]:
+    """InferenceX's benchmark_serving.py (`servesim.clients.inferencex`): the row's `concurrency`, `isl` and
+    `osl`, and which client version its `measured` date ran ("?": the newest, with its warm-up)."""
+    from datetime import date
+
+    from servesim.clients import inferencex
+
+    when = date.max if f.get("measured", "?") == "?" else date.fromisoformat(f["measured"])
+    load = inferencex.plan(f["isl"], f["osl"], f["concurrency"], when)
+    return inferencex.means(*inferencex.run(load, cfg, f["engine"], cost))
 
 
 def _sglang_bench(f: dict, cfg: Any, cost: Any) -> dict[str, float]:
@@ -314,5 +327,5 @@ def _mlperf(f: dict, cfg: Any, cost: Any) -> dict[str, float]:
 
 
 # each client's replay of a row (its name as `--client` takes it)
-CLIENTS = {"vllm-bench": _vllm_bench, "aiperf": _aiperf, "sglang-bench": _sglang_bench, "guidellm": _guidellm,
-           "inference-perf": _inference_perf, "mlperf": _mlperf}
+CLIENTS = {"vllm-bench": _vllm_bench, "aiperf": _aiperf, "inferencex": _inferencex, "sglang-bench": _sglang_bench,
+           "guidellm": _guidellm, "inference-perf": _inference_perf, "mlperf": _mlperf}
