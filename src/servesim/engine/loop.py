@@ -101,7 +101,7 @@ class Engine:
                  "log", "live", "fast", "states", "rejected", "clamped", "arriving", "arrival_times", "nxt",
                  "next_arrival", "now",
                  "step", "n_done", "arrivals",
-                 "release", "preemptions", "swap_seconds_per_block", "check_invariants", "_sink", "followers",
+                 "release", "preemptions", "swap_seconds_per_block", "check_invariants", "stall", "_sink", "followers",
                  "pending", "num_served", "until", "max_concurrency", "in_flight", "backlog", "passed", "in_order",
                  "at_client",
                  "free_since",
@@ -185,6 +185,7 @@ class Engine:
         self.preemptions = []
         self.swap_seconds_per_block = cfg.block_size * cfg.kv_bytes_per_token / cfg.pcie_bandwidth
         self.check_invariants = check_invariants
+        self.stall = (0, -1)  # (steps since an output token changed, the outputs then): the invariants' livelock check
         self.until = math.inf  # `run(until=...)`
 
     def run(self, progress: Callable[[float, int, int, int], None] | None = None, until: float = math.inf) -> None:
@@ -401,7 +402,7 @@ class Engine:
             self.sched.end_step()
         self.preemptions.extend(out.preemptions)
         if self.check_invariants:
-            assert_invariants(self.sched, self.states, out, self.config)
+            self.stall = assert_invariants(self.sched, self.states, out, self.config, self.stall)
         n, num_waiting = decodes_ahead, self.num_waiting()
         self.log.add(now, duration, n + len(items), n + sum(rest.num_new_tokens), num_prefill, n + num_decodes,
                      free_after_schedule, len(running), num_waiting, len(out.preempted), cached_free)
@@ -549,19 +550,32 @@ def _entry(s: RequestState, k: int, out: SchedulerOutput, *spec) -> ScheduledEnt
     )
 
 
-def assert_invariants(sched, states: list[RequestState], out, cfg: EngineConfig) -> None:
-    """Invariants after every step (used by the property tests): budget, KV books, queue membership."""
+LIVELOCK_STEPS = 1_000_000  # steps with no output token gained or lost: a servesim livelock, not a schedule
+
+
+def assert_invariants(sched, states: list[RequestState], out, cfg: EngineConfig,
+                      stall: tuple[int, int] = (0, -1)) -> tuple[int, int]:
+    """Invariants after every step (used by the property tests): budget, KV books, queue membership; and that
+    some request's output changed within `LIVELOCK_STEPS` steps (`stall`: the steps since, the outputs then), so
+    that a livelock fails a test instead of hanging it."""
     assert sum(out.scheduled.values()) <= cfg.max_num_batched_tokens, "token budget exceeded"
     assert len(sched.running) <= cfg.max_num_seqs, "more running than max_num_seqs"
     held = sched.blocks_held(states)
     if sched.kv.usable_blocks is not None:
         assert 0 <= sched.kv.free_blocks <= sched.kv.usable_blocks, "KV over-allocated"
         assert sched.kv.free_blocks + held == sched.kv.usable_blocks, "free + held != usable"
+    outputs = 0
     for s in states:
         assert 0 <= s.num_computed_tokens <= s.num_tokens, f"{s.request_id}: computed beyond known tokens"
         assert s.num_output_tokens <= s.request.output_len, f"{s.request_id}: too many outputs"
         if s.status is not RequestStatus.RUNNING and s.status is not RequestStatus.FINISHED:
             assert s.num_blocks == 0, f"{s.request_id}: holds GPU blocks while not running"
+        outputs += s.num_output_tokens
+    steps, last = stall
+    if outputs != last:
+        return 0, outputs
+    assert steps < LIVELOCK_STEPS, f"no request's output changed in {LIVELOCK_STEPS:,} steps: a livelock"
+    return steps + 1, last
 
 
 def check_requests(requests: Sequence[Request]) -> None:
