@@ -9,7 +9,7 @@ from servesim.engines.config import EngineConfig
 
 def test_steps_without_an_output_change_past_the_limit_fail(monkeypatch):
     # a 100-token prompt in chunks of 10 (the budget) is ten steps with no output token: under a limit of 3
-    # steps the check fails; under the real limit (1,000,000) the same run passes
+    # steps the check fails; under the real limit (100,000) the same run passes
     cfg = EngineConfig(max_num_batched_tokens=10, max_num_seqs=1, max_model_len=200, long_prefill_token_threshold=0)
     reqs = [Request("A", 0.0, 100, 2)]
     assert simulate(reqs, cfg, "vllm", "toy", check_invariants=True).request("A").finish_time is not None

@@ -550,7 +550,7 @@ def _entry(s: RequestState, k: int, out: SchedulerOutput, *spec) -> ScheduledEnt
     )
 
 
-LIVELOCK_STEPS = 1_000_000  # steps with no output token gained or lost: a servesim livelock, not a schedule
+LIVELOCK_STEPS = 100_000  # steps with no output token gained or lost: a servesim livelock, not a schedule
 
 
 def assert_invariants(sched, states: list[RequestState], out, cfg: EngineConfig,
