@@ -25,6 +25,30 @@ def tokens(result) -> list[list[tuple[str, int]]]:
     return [[(e.id, e.num_scheduled_tokens) for e in s.scheduled] for s in result.steps]
 
 
+def rows(result, step: int) -> list[tuple[str, int]]:
+    """One step's (id, num_scheduled_tokens) in schedule order."""
+    return [(e.id, e.num_scheduled_tokens) for e in result.steps[step].scheduled]
+
+
+def first_step(result, rid: str) -> int:
+    """The first step that scheduled `rid`."""
+    return next(s.step for s in result.steps if any(e.id == rid for e in s.scheduled))
+
+
+def why(result, step: int, rid: str) -> tuple:
+    """(reason, detail) of `rid` waiting at `step`."""
+    return next((w.reason, w.detail) for w in result.steps[step].waiting if w.id == rid)
+
+
+def trtllm_run(requests, overlap: bool = False, **trt):
+    """`--policy trtllm` on the unit step clock, blocks of 4 tokens; `trt` are TrtllmConfig fields; `overlap`:
+    its overlap scheduler (off: `_executor_loop`, each step's outputs processed before the next is scheduled)."""
+    from servesim.engines.trtllm.llm_args import TrtllmConfig
+
+    trt = {"tokens_per_block": 4, "disable_overlap_scheduler": not overlap} | trt
+    return simulate(requests, EngineConfig(trtllm=TrtllmConfig(**trt)), "trtllm", "unit", check_invariants=True)
+
+
 
 
 def cli(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:

@@ -272,3 +272,13 @@ def test_trtllms_attention_dp_gives_a_request_to_the_rank_with_the_fewest_active
     res = run_dp(reqs, EngineConfig(), "trtllm", cost)
     assert res.cluster.request("r0").finish_time > 1.0 > res.cluster.request("r1").finish_time
     assert [r.replica for r in res.routes] == [0, 1, 1]
+
+
+def test_trtllms_options_give_its_mapping_and_are_refused_elsewhere():
+    # from_flags reads TensorRT-LLM's LLM API names under its engine: the same layout as Layout.trtllm
+    lay = from_flags("trtllm", 8, enable_attention_dp=True, moe_expert_parallel_size=8)
+    assert (lay.tp, lay.dp, lay.moe_tp, lay.moe_ep, lay.engine) == (1, 8, 1, 8, "trtllm")
+    with pytest.raises(ConfigError, match="enable_attention_dp: TensorRT-LLM's options; add --policy trtllm"):
+        from_flags("vllm", 8, enable_attention_dp=True)
+    with pytest.raises(ConfigError, match="not beside --data-parallel-size"):
+        from_flags("trtllm", 8, moe_expert_parallel_size=8, data_parallel_size=2)

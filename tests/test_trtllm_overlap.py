@@ -3,31 +3,15 @@ rule on a tiny scenario named by the source function it follows, its numbers der
 scenario under `_executor_loop` (`disable_overlap_scheduler`) where the rule is absent. The unit step clock (every
 step 1 s: a request arriving at t = k joins before step k); blocks of 4 tokens (`tokens_per_block` 4)."""
 
-from helpers import cli
+from helpers import cli, first_step, rows, trtllm_run, why
 
-from servesim.engine import simulate
 from servesim.engine.records import Preemption, Reason
 from servesim.engine.request import Request
 from servesim.engine.scheduler import FINISHED_IN_FLIGHT
-from servesim.engines.config import EngineConfig
-from servesim.engines.trtllm.llm_args import TrtllmConfig
 
 
 def run(requests, overlap=True, **trt):
-    trt = {"tokens_per_block": 4, "disable_overlap_scheduler": not overlap} | trt
-    return simulate(requests, EngineConfig(trtllm=TrtllmConfig(**trt)), "trtllm", "unit", check_invariants=True)
-
-
-def rows(result, step):
-    return [(e.id, e.num_scheduled_tokens) for e in result.steps[step].scheduled]
-
-
-def first_step(result, rid):
-    return next(s.step for s in result.steps if any(e.id == rid for e in s.scheduled))
-
-
-def why(result, step, rid):
-    return next((w.reason, w.detail) for w in result.steps[step].waiting if w.id == rid)
+    return trtllm_run(requests, overlap, **trt)
 
 
 def test_executor_loop_overlap_schedules_a_finishing_request_once_more():

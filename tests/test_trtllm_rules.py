@@ -5,29 +5,14 @@ loop is `_executor_loop` here (`disable_overlap_scheduler`), each step's outputs
 scheduled, so that a rule's arithmetic is its own; the overlap scheduler's rules are tests/test_trtllm_overlap.py."""
 
 import pytest
+from helpers import first_step, rows, trtllm_run, why
 
-from servesim.engine import simulate
 from servesim.engine.records import Preemption, Reason
 from servesim.engine.request import Request
-from servesim.engines.config import EngineConfig
-from servesim.engines.trtllm.llm_args import TrtllmConfig
 
 
 def run(requests, **trt):
-    trt = {"tokens_per_block": 4, "disable_overlap_scheduler": True} | trt
-    return simulate(requests, EngineConfig(trtllm=TrtllmConfig(**trt)), "trtllm", "unit", check_invariants=True)
-
-
-def rows(result, step):
-    return [(e.id, e.num_scheduled_tokens) for e in result.steps[step].scheduled]
-
-
-def first_step(result, rid):
-    return next(s.step for s in result.steps if any(e.id == rid for e in s.scheduled))
-
-
-def why(result, step, rid):
-    return next((w.reason, w.detail) for w in result.steps[step].waiting if w.id == rid)
+    return trtllm_run(requests, **trt)
 
 
 def test_get_remaining_blocks_to_completion_reserves_the_whole_lifetime():

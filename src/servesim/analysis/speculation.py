@@ -101,7 +101,10 @@ def decode_step_times(result: SimResult) -> dict[int, float]:
 def gains(result: SimResult, plain: SimResult) -> dict[int, float]:
     """Per decoding request, a verify step's tokens per second over a plain decode step's, at each batch size both
     runs decoded at alone (no prefill beside): acceptance length x plain step time / verify step time."""
-    with_spec, without = decode_step_times(result), decode_step_times(plain)
+    return _gains(result, decode_step_times(result), decode_step_times(plain))
+
+
+def _gains(result: SimResult, with_spec: dict[int, float], without: dict[int, float]) -> dict[int, float]:
     length = result.spec_decoding.acceptance_length
     return {b: length * without[b] / with_spec[b] for b in sorted(set(with_spec) & set(without))}
 
@@ -110,7 +113,7 @@ def crossover(result: SimResult, plain: SimResult) -> str | None:
     """The gain per decoding request at the smallest and largest batch both runs decoded at, and the batch size
     past which it falls below 1 (if it does)."""
     with_spec, without = decode_step_times(result), decode_step_times(plain)
-    gain = gains(result, plain)
+    gain = _gains(result, with_spec, without)
     if not gain:
         return None
     sizes = sorted(gain)

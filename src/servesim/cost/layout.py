@@ -173,6 +173,7 @@ def _imbalance(value: float | None, ep: int) -> float:
 
 VLLM_FLAGS = ("enable_expert_parallel", "data_parallel_size", "all2all_backend")
 SGLANG_FLAGS = ("ep_size", "enable_dp_attention", "dp_size", "moe_a2a_backend", "deepep_mode")
+TRTLLM_FLAGS = ("enable_attention_dp", "moe_tensor_parallel_size", "moe_expert_parallel_size")  # its LLM API's
 
 
 def _flag(name: str) -> str:
@@ -182,11 +183,21 @@ def _flag(name: str) -> str:
 def from_flags(engine: str | None, tp: int | None = None, expert_load_imbalance: float | None = None,
                **flags: object) -> Layout | None:
     """The layout an engine's own flags give (None: none given, the plain TP layout). `engine`: "sglang" reads
-    SGLang's (`--tp-size` all the GPUs), anything else vLLM's; a flag of the other engine is refused."""
-    unknown = set(flags) - set(VLLM_FLAGS) - set(SGLANG_FLAGS)
+    SGLang's (`--tp-size` all the GPUs), "trtllm" TensorRT-LLM's `Mapping` where one of its options is given,
+    anything else vLLM's; a flag of another engine is refused."""
+    unknown = set(flags) - set(VLLM_FLAGS) - set(SGLANG_FLAGS) - set(TRTLLM_FLAGS)
     if unknown:
         raise TypeError(f"from_flags: unknown flags {sorted(unknown)}")
     given = {k: v for k, v in flags.items() if v is not None}
+    mapping = {k: v for k, v in given.items() if k in TRTLLM_FLAGS}
+    if mapping:
+        other = sorted(set(given) - set(mapping))
+        if engine != "trtllm" or other:
+            raise ConfigError(f"{', '.join(sorted(mapping))}: TensorRT-LLM's options" + (
+                f", not beside {_flag(other[0])}" if other else "; add --policy trtllm"))
+        return Layout.trtllm(1 if tp is None else tp, bool(mapping.get("enable_attention_dp")),
+                             mapping.get("moe_tensor_parallel_size"), mapping.get("moe_expert_parallel_size"),
+                             expert_load_imbalance)
     sglang = engine == "sglang"
     for name in given:
         if sglang and name in VLLM_FLAGS:

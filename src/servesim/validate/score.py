@@ -141,16 +141,11 @@ def engine_setup(f: dict) -> tuple[Any, Any]:
 
     preset = preset_for(spec.name, f.get("engine_version")) or spec.host_preset  # (the release's defaults)
     version = f.get("engine_version") if cost_name == "aic" and f.get("engine_version") != "?" else None
-    from servesim.cost.layout import from_flags
+    from servesim.cost.layout import TRTLLM_FLAGS, from_flags
 
-    if spec.name == "trtllm" and "moe_expert_parallel_size" in f:  # (TensorRT-LLM's Mapping, `validate.aic`)
-        from servesim.cost.layout import Layout
-
-        layout = Layout.trtllm(f.get("tp", 1), f.get("enable_attention_dp", False), f["moe_tensor_parallel_size"],
-                               f["moe_expert_parallel_size"])
-    else:
-        layout = from_flags(spec.name, f.get("tp", 1), **{k: f.get(k) for k in (
-            "enable_expert_parallel", "data_parallel_size", "ep_size", "enable_dp_attention", "dp_size")})
+    layout = from_flags(spec.name, f.get("tp", 1), **{k: f.get(k) for k in (
+        "enable_expert_parallel", "data_parallel_size", "ep_size", "enable_dp_attention", "dp_size",
+        *TRTLLM_FLAGS)})
     shaped = {"layout": layout} if layout is not None else {"tp": f.get("tp", 1)}
     cost = build_cost("toy") if cost_name == "toy" else build_cost(
         cost_name, model=f["model"], gpu=f["gpu"], quantization=f.get("quantization"),
